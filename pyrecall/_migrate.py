@@ -1,0 +1,180 @@
+"""Migrations: run-once table files and re-applied function files from ``sql/``.
+
+- ``sql/incremental/NNN-name.sql`` run once each, in name order, each in its own transaction,
+  recorded in ``recall.migrations`` with a SHA-256 of the file. A recorded file whose text has
+  changed since is refused: released migrations never change.
+- ``sql/idempotent/NNN-name.sql`` (``create or replace function ...``) run at every migrate,
+  together in one transaction, after the incremental ones.
+- Everything runs under one advisory lock, so two migrators at once are safe: the second waits
+  and then finds nothing to do.
+- The embedding dimension is chosen at first install (``dim``, default 384) and recorded in
+  ``recall.config``; asking for another later is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from . import __version__
+from ._config import DEFAULT_DIM
+from ._errors import DimensionMismatchError, MigrationError
+
+LOCK_KEY = 0x70797265_63616C6C  # "pyrecall"
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    name: str
+    path: Path
+    text: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@dataclass
+class MigrationReport:
+    applied: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    functions: list[str] = field(default_factory=list)
+    dim: int | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    name: str
+    state: str  # applied | pending | changed
+    applied_at: object | None
+
+
+def sql_dir() -> Path:
+    """The ``sql/`` folder: inside the installed wheel, else in the source checkout."""
+    packaged = resources.files("pyrecall") / "sql"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parent.parent / "sql"
+    if checkout.is_dir():
+        return checkout
+    raise MigrationError("the sql/ folder is missing from this installation of pyrecall")
+
+
+def sql_files(kind: str) -> list[SqlFile]:
+    """The files of ``sql/<kind>/`` (``incremental`` or ``idempotent``) in name order."""
+    folder = sql_dir() / kind
+    return [SqlFile(p.stem, p, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+
+
+def _bootstrap(conn: psycopg.Connection) -> None:
+    conn.execute("create extension if not exists vector")
+    available = conn.execute(
+        "select 1 from pg_available_extensions where name = 'vectorscale'").fetchone()
+    if available:
+        conn.execute("create extension if not exists vectorscale cascade")
+    conn.execute("create schema if not exists recall")
+    conn.execute("""
+        create table if not exists recall.migrations
+        ( name       text primary key
+        , checksum   text not null
+        , version    text not null
+        , applied_at timestamptz not null default now()
+        )""")
+
+
+def _recorded(conn: psycopg.Connection) -> dict[str, tuple[str, object]]:
+    exists = conn.execute("select to_regclass('recall.migrations')").fetchone()[0]
+    if exists is None:
+        return {}
+    rows = conn.execute("select name, checksum, applied_at from recall.migrations").fetchall()
+    return {name: (checksum, at) for name, checksum, at in rows}
+
+
+def installed_dim(conn: psycopg.Connection) -> int | None:
+    """The embedding dimension recorded at install, or None before the first migrate."""
+    if conn.execute("select to_regclass('recall.config')").fetchone()[0] is None:
+        return None
+    row = conn.execute("select value::int from recall.config where key = 'embedding_dim'").fetchone()
+    return row[0] if row else None
+
+
+def _check_unchanged(files: list[SqlFile], recorded: dict[str, tuple[str, object]]) -> None:
+    for f in files:
+        if f.name in recorded and recorded[f.name][0] != f.checksum:
+            raise MigrationError(
+                f"migration {f.name} was changed after it was applied "
+                f"(recorded sha256 {recorded[f.name][0][:12]}, file {f.checksum[:12]}); "
+                "released migrations never change: restore the file and put the change in a new one")
+
+
+def status(conn: psycopg.Connection) -> list[MigrationState]:
+    """Each incremental migration: applied, pending, or changed since it was applied."""
+    recorded = _recorded(conn)
+    states = []
+    for f in sql_files("incremental"):
+        if f.name not in recorded:
+            states.append(MigrationState(f.name, "pending", None))
+        else:
+            checksum, at = recorded[f.name]
+            states.append(MigrationState(f.name, "applied" if checksum == f.checksum else "changed", at))
+    return states
+
+
+def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool = False) -> MigrationReport:
+    """Bring the database to the schema of this pyrecall; re-apply every function.
+
+    >>> with connect() as conn:  # doctest: +SKIP
+    ...     migrate(conn, dim=384).applied
+    ['001-schema']
+    """
+    if not conn.autocommit:
+        raise MigrationError("migrate needs a connection in autocommit mode")
+    if dim is not None and not 1 <= dim <= 16000:
+        raise MigrationError(f"embedding dimension must be between 1 and 16000, got {dim}")
+    report = MigrationReport(dry_run=dry_run)
+    incremental, idempotent = sql_files("incremental"), sql_files("idempotent")
+    conn.execute("select pg_advisory_lock(%s)", [LOCK_KEY])
+    try:
+        recorded = _recorded(conn)
+        _check_unchanged(incremental, recorded)
+        current = installed_dim(conn)
+        if current is not None and dim is not None and dim != current:
+            raise DimensionMismatchError(
+                f"this database stores {current}-dimensional embeddings; {dim} was asked for. "
+                "To switch to a model of another dimension, re-embed everything with "
+                "`pyrecall embed --reembed --model MODEL`")
+        report.dim = current or dim or DEFAULT_DIM
+        report.pending = [f.name for f in incremental if f.name not in recorded]
+        report.functions = [f.name for f in idempotent]
+        if dry_run:
+            return report
+        _bootstrap(conn)
+        for f in incremental:
+            if f.name in recorded:
+                continue
+            with conn.transaction():
+                conn.execute("select set_config('pyrecall.dim', %s, true)", [str(report.dim)])
+                try:
+                    conn.execute(f.text)
+                except psycopg.Error as exc:
+                    raise MigrationError(f"migration {f.name} failed and was rolled back: "
+                                         f"{str(exc).strip()}") from exc
+                conn.execute(
+                    "insert into recall.migrations (name, checksum, version) values (%s, %s, %s)",
+                    [f.name, f.checksum, __version__])
+            report.applied.append(f.name)
+        with conn.transaction():
+            for f in idempotent:
+                try:
+                    conn.execute(f.text)
+                except psycopg.Error as exc:
+                    raise MigrationError(f"function file {f.name} failed and was rolled back: "
+                                         f"{str(exc).strip()}") from exc
+        return report
+    finally:
+        conn.execute("select pg_advisory_unlock(%s)", [LOCK_KEY])

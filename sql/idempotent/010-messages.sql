@@ -1,0 +1,456 @@
+-- 010-messages
+-- Ingestion rules of recall.messages and the in-database chunking that derives recall.chunks.
+--
+-- Re-applied at every `pyrecall migrate`. A message written by any client (plain INSERT,
+-- COPY, the Python importers) is validated, numbered, de-duplicated and chunked here, so
+-- every language gets the same memory.
+
+-- _check_message: one sentence per bad input, raised with SQLSTATE 23514 (check_violation)
+create or replace function recall._check_message(m recall.messages)
+returns void
+language plpgsql immutable
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  if m.role is null or m.role not in ('user', 'assistant', 'system', 'tool') then
+    raise exception 'unknown role %: expected one of user, assistant, system, tool',
+      coalesce(quote_literal(m.role), 'NULL') using errcode = '23514';
+  end if;
+  if m.kind is null or m.kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
+    raise exception 'unknown kind %: expected one of text, thinking, tool_call, tool_result',
+      coalesce(quote_literal(m.kind), 'NULL') using errcode = '23514';
+  end if;
+  if m.content is null or btrim(m.content, E' \t\r\n') = '' then
+    raise exception 'empty content: a message needs text (session %)', m.session_id
+      using errcode = '23514';
+  end if;
+  if m.importance is null or m.importance < 0 or m.importance > 1 or m.importance = 'NaN' then
+    raise exception 'importance must be between 0 and 1, got %', coalesce(m.importance::text, 'NULL')
+      using errcode = '23514';
+  end if;
+  if m.metadata is not null and jsonb_typeof(m.metadata) <> 'object' then
+    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(m.metadata)
+      using errcode = '23514';
+  end if;
+end
+$$;
+
+-- _message_before_insert: validate, fill agent_id / seq / external_id, skip a re-insert
+create or replace function recall._message_before_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  session_agent text;
+  existing      recall.messages;
+begin
+  perform recall._check_message(new);
+
+  -- the session must exist and belong to the same agent (RLS hides other agents' sessions,
+  -- so a session of another agent reads as missing: nothing about it leaks)
+  select s.agent_id into session_agent
+  from recall.sessions s
+  where s.session_id = new.session_id
+  for no key update;                    -- serialises seq numbering within one session
+  if not found then
+    raise exception 'session % does not exist: insert it into recall.sessions first',
+      coalesce(quote_literal(new.session_id), 'NULL') using errcode = '23503';
+  end if;
+  new.agent_id := coalesce(new.agent_id, session_agent);
+  if new.agent_id <> session_agent then
+    raise exception 'message agent_id % differs from the agent of session %',
+      quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
+  end if;
+
+  new.metadata := coalesce(new.metadata, '{}');
+  -- without an id from the source, a message is identified by what it says and when
+  new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
+    concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
+
+  -- a message already stored (same external id, or same seq) is a no-op, not an error
+  select * into existing
+  from recall.messages m
+  where m.session_id = new.session_id
+    and (m.external_id = new.external_id or m.seq = new.seq)
+  order by (m.external_id = new.external_id) desc
+  limit 1;
+  if found then
+    if existing.external_id = new.external_id
+       or (existing.content = new.content and existing.role = new.role and existing.kind = new.kind) then
+      return null;
+    end if;
+    raise exception 'seq % of session % already holds another message', new.seq,
+      quote_literal(new.session_id) using errcode = '23505';
+  end if;
+
+  if new.seq is null then
+    select coalesce(max(m.seq), 0) + 1 into new.seq
+    from recall.messages m
+    where m.session_id = new.session_id;
+  end if;
+  return new;
+end
+$$;
+
+-- _message_before_update: the identity of a message does not move between sessions or agents
+create or replace function recall._message_before_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  if new.session_id is distinct from old.session_id or new.agent_id is distinct from old.agent_id
+     or new.seq is distinct from old.seq or new.external_id is distinct from old.external_id then
+    raise exception 'session_id, agent_id, seq and external_id of a message cannot change'
+      using errcode = '23514';
+  end if;
+  perform recall._check_message(new);
+  return new;
+end
+$$;
+
+-- _session_before_update: a session never changes hands (agent isolation depends on it)
+create or replace function recall._session_before_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  if new.agent_id is distinct from old.agent_id or new.session_id is distinct from old.session_id then
+    raise exception 'session_id and agent_id of a session cannot change'
+      using errcode = '23514';
+  end if;
+  return new;
+end
+$$;
+
+-- _split_windows: a long text as overlapping windows of at most max_chars characters
+create or replace function recall._split_windows(body text, max_chars int, overlap_chars int)
+returns table (part int, content text)
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select (w.start / (max_chars - overlap_chars))::int as part,
+         substr(body, w.start + 1, max_chars) as content
+  from generate_series(0, greatest(char_length(body) - overlap_chars - 1, 0),
+                       max_chars - overlap_chars) as w(start)
+$$;
+
+-- _estimate_tokens: about four characters a token, until the embedder records the exact count
+create or replace function recall._estimate_tokens(body text)
+returns int
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select greatest(1, ceil(char_length(body) / 4.0))::int
+$$;
+
+-- _rechunk: derive the chunks of the given sessions from from_seq on, and make recall.chunks
+-- equal to them there: new chunks inserted, changed ones updated (their embedding reset only
+-- when the text changed), chunks no longer derived deleted. Returns the chunks written.
+--
+-- Chunk kinds, from the messages of one turn (a turn starts at a user text message):
+--   turn_pair  the user text and the first assistant text that answers it
+--   thinking   an assistant thinking message
+--   tool       a tool call with its result (matched by metadata.tool_use_id, else adjacent)
+--   code       each fenced code block of a text message, with the text just before it
+--   message    any other text message (a question not yet answered, a system note, ...)
+-- Text longer than chunk_max_chars becomes several windows (part 0, 1, ...) that overlap.
+create or replace function recall._rechunk(session_ids text[], from_seqs int[])
+returns bigint
+language sql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  with
+  -- settings recorded at install
+  conf as (
+    select (select value::int from recall.config where key = 'chunk_max_chars') as max_chars,
+           (select value::int from recall.config where key = 'chunk_overlap_chars') as overlap_chars,
+           (select value::int from recall.config where key = 'code_context_chars') as code_chars
+  ),
+  -- the sessions to redo, each from the seq where its chunks may have changed
+  affected as (
+    select a.session_id, min(a.from_seq) as from_seq
+    from unnest(session_ids, from_seqs) as a(session_id, from_seq)
+    group by a.session_id
+  ),
+  -- their messages from there on, with the turn each belongs to and its tool neighbours
+  msgs as (
+    select m.*, s.project, s.branch, s.metadata as session_metadata,
+           max(m.seq) filter (where m.role = 'user' and m.kind = 'text')
+             over (partition by m.session_id order by m.seq) as turn_seq,
+           lag(m.seq) over (partition by m.session_id order by m.seq) as prev_seq
+    from affected a
+    join recall.messages m on m.session_id = a.session_id and m.seq >= a.from_seq
+    join recall.sessions s on s.session_id = m.session_id
+  ),
+  -- the answer of each turn: its first assistant text
+  answers as (
+    select session_id, turn_seq, min(seq) as answer_seq
+    from msgs
+    where role = 'assistant' and kind = 'text' and turn_seq is not null
+    group by session_id, turn_seq
+  ),
+  -- tool results and the call each answers (by tool_use_id, else the call just before)
+  tool_pairs as (
+    select c.session_id, c.seq as call_seq, r.seq as result_seq
+    from msgs c
+    join msgs r on r.session_id = c.session_id and r.kind = 'tool_result' and r.seq > c.seq
+     and (r.metadata->>'tool_use_id' = c.metadata->>'tool_use_id'
+          or (not c.metadata ? 'tool_use_id' and not r.metadata ? 'tool_use_id'
+              and c.seq = r.prev_seq))
+    where c.kind = 'tool_call'
+  ),
+  -- one row per chunk before windowing: its anchor message, members and full text
+  units as (
+    -- turn pairs
+    select u.session_id, 'turn_pair'::text as kind, u.seq as first_seq,
+           array[u.message_id, a.message_id] as message_ids,
+           'User: ' || u.content || E'\n\nAssistant: ' || a.content as body,
+           u.created_at, greatest(u.importance, a.importance) as importance,
+           u.metadata || a.metadata as metadata
+    from answers x
+    join msgs u on u.session_id = x.session_id and u.seq = x.turn_seq
+    join msgs a on a.session_id = x.session_id and a.seq = x.answer_seq
+    union all
+    -- text messages that pair with nothing
+    select m.session_id, 'message', m.seq, array[m.message_id],
+           initcap(m.role) || ': ' || m.content, m.created_at, m.importance, m.metadata
+    from msgs m
+    where m.kind = 'text'
+      and not exists (select from answers x
+                      where x.session_id = m.session_id and m.seq in (x.turn_seq, x.answer_seq))
+    union all
+    -- thinking
+    select m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
+           m.created_at, m.importance, m.metadata
+    from msgs m
+    where m.kind = 'thinking'
+    union all
+    -- tool calls, with their result when it has arrived
+    select c.session_id, 'tool', c.seq,
+           array_remove(array[c.message_id, r.message_id], null),
+           c.content || coalesce(E'\n\nResult:\n' || r.content, ''),
+           c.created_at, greatest(c.importance, coalesce(r.importance, 0)),
+           c.metadata || coalesce(r.metadata, '{}')
+    from msgs c
+    left join tool_pairs p on p.session_id = c.session_id and p.call_seq = c.seq
+    left join msgs r on r.session_id = p.session_id and r.seq = p.result_seq
+    where c.kind = 'tool_call'
+    union all
+    -- tool results no call claims
+    select r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
+           r.created_at, r.importance, r.metadata
+    from msgs r
+    where r.kind = 'tool_result'
+      and not exists (select from tool_pairs p
+                      where p.session_id = r.session_id and p.result_seq = r.seq)
+  ),
+  -- fenced code blocks: the odd pieces of a text split at ``` fences
+  code_units as (
+    select m.session_id, 'code'::text as kind, m.seq as first_seq, array[m.message_id] as message_ids,
+           ltrim(right(f.pieces[i - 1], (select code_chars from conf)), E' \t\r\n')
+             || '```' || f.pieces[i] || '```' as body,
+           m.created_at, m.importance, m.metadata, (i / 2 - 1) as part
+    from msgs m
+    cross join lateral (select regexp_split_to_array(m.content, '```') as pieces) f
+    cross join lateral generate_series(2, cardinality(f.pieces), 2) as i
+    where m.kind = 'text' and m.content like '%```%```%'
+      and btrim(f.pieces[i], E' \t\r\n') <> ''
+  ),
+  -- every chunk, long bodies windowed; code blocks are numbered, not windowed
+  derived as (
+    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids, w.content,
+           u.created_at, u.importance, u.metadata
+    from units u
+    cross join conf
+    cross join lateral recall._split_windows(u.body, conf.max_chars, conf.overlap_chars) w
+    union all
+    select c.session_id, c.kind, c.first_seq, c.part, c.message_ids, c.body,
+           c.created_at, c.importance, c.metadata
+    from code_units c
+  ),
+  -- the row each chunk gets: agent and session facts folded into its metadata for filtering
+  rows_ as (
+    select s.agent_id, d.session_id, d.kind, d.first_seq, d.part, d.message_ids, d.content,
+           recall._estimate_tokens(d.content) as n_tokens, d.created_at, d.importance,
+           s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
+             || d.metadata as metadata
+    from derived d
+    join recall.sessions s on s.session_id = d.session_id
+  ),
+  -- chunks of the redone range that are derived no more
+  removed as (
+    delete from recall.chunks c
+    using affected a
+    where c.session_id = a.session_id and c.first_seq >= a.from_seq and c.kind <> 'summary'
+      and not exists (select from rows_ r
+                      where r.session_id = c.session_id and r.kind = c.kind
+                        and r.first_seq = c.first_seq and r.part = c.part)
+    returning 1
+  ),
+  written as (
+    insert into recall.chunks as c
+      (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens,
+       created_at, importance, metadata)
+    select agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens,
+           created_at, importance, metadata
+    from rows_
+    on conflict (session_id, kind, first_seq, part) do update
+      set message_ids     = excluded.message_ids,
+          content         = excluded.content,
+          created_at      = excluded.created_at,
+          importance      = excluded.importance,
+          metadata        = excluded.metadata,
+          -- same text: keep the embedding and the exact token count; new text: pending again
+          n_tokens        = case when c.content = excluded.content then c.n_tokens else excluded.n_tokens end,
+          embedding       = case when c.content = excluded.content then c.embedding end,
+          embedding_model = case when c.content = excluded.content then c.embedding_model end,
+          embedded_at     = case when c.content = excluded.content then c.embedded_at end,
+          embed_attempts  = case when c.content = excluded.content then c.embed_attempts else 0 end,
+          embed_error     = case when c.content = excluded.content then c.embed_error end,
+          embed_after     = case when c.content = excluded.content then c.embed_after end
+      where (c.message_ids, c.content, c.created_at, c.importance, c.metadata)
+            is distinct from
+            (excluded.message_ids, excluded.content, excluded.created_at, excluded.importance,
+             excluded.metadata)
+    returning 1
+  )
+  select (select count(*) from written) + (select count(*) from removed)
+$$;
+
+-- _redo_from: where the chunks of a session may change when messages at or after seq change:
+-- the start of the turn holding seq (a turn pair is anchored there), or seq itself
+create or replace function recall._redo_from(p_session_id text, p_seq int)
+returns int
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select coalesce(
+    (select max(m.seq) from recall.messages m
+     where m.session_id = p_session_id and m.seq <= p_seq and m.role = 'user' and m.kind = 'text'),
+    p_seq)
+$$;
+
+-- _messages_after_insert: chunk what a statement inserted, once per statement (COPY-friendly)
+create or replace function recall._messages_after_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  changed bigint;
+begin
+  with firsts as (
+    select n.session_id, min(n.seq) as min_seq
+    from new_rows n
+    group by n.session_id
+  ),
+  -- a result arriving later reopens the call it answers, or the call just before it
+  reopened as (
+    select n.session_id, min(c.seq) as call_seq
+    from new_rows n
+    join recall.messages c on c.session_id = n.session_id and c.kind = 'tool_call'
+     and c.seq < n.seq
+     and (c.metadata->>'tool_use_id' = n.metadata->>'tool_use_id'
+          or (not n.metadata ? 'tool_use_id'
+              and c.seq = (select max(p.seq) from recall.messages p
+                           where p.session_id = n.session_id and p.seq < n.seq)))
+    where n.kind = 'tool_result'
+    group by n.session_id
+  ),
+  plan as (
+    select f.session_id,
+           recall._redo_from(f.session_id, least(f.min_seq, r.call_seq,
+             (select max(p.seq) from recall.messages p
+              where p.session_id = f.session_id and p.seq < f.min_seq))) as from_seq
+    from firsts f
+    left join reopened r using (session_id)
+  ),
+  -- sessions span their messages
+  spans as (
+    update recall.sessions s
+       set started_at = least(s.started_at, x.first_at),
+           ended_at   = greatest(s.ended_at, x.last_at)
+      from (select session_id, min(created_at) as first_at, max(created_at) as last_at
+            from new_rows group by session_id) x
+     where s.session_id = x.session_id
+       and (s.started_at > x.first_at or s.ended_at is null or s.ended_at < x.last_at)
+  )
+  select recall._rechunk(array_agg(session_id), array_agg(from_seq)) into changed
+  from plan;
+
+  if changed > 0 then
+    perform pg_notify('recall_chunks', 'pending');
+  end if;
+  return null;
+end
+$$;
+
+-- _messages_after_change: rechunk after an UPDATE or DELETE of messages
+create or replace function recall._messages_after_change()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  changed bigint;
+begin
+  select recall._rechunk(array_agg(o.session_id),
+                         array_agg(recall._redo_from(o.session_id, o.min_seq)))
+    into changed
+  from (select session_id, min(seq) as min_seq from old_rows group by session_id) o;
+  if changed > 0 then
+    perform pg_notify('recall_chunks', 'pending');
+  end if;
+  return null;
+end
+$$;
+
+-- _sessions_after_update: a session's project, branch or metadata live in its chunks' metadata
+create or replace function recall._sessions_after_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  perform recall._rechunk(array_agg(n.session_id), array_agg(-2147483648))
+  from new_rows n
+  join old_rows o using (session_id)
+  where (n.project, n.branch, n.metadata) is distinct from (o.project, o.branch, o.metadata);
+  return null;
+end
+$$;
+
+drop trigger if exists messages_before_insert on recall.messages;
+create trigger messages_before_insert before insert on recall.messages
+  for each row execute function recall._message_before_insert();
+
+drop trigger if exists messages_before_update on recall.messages;
+create trigger messages_before_update before update on recall.messages
+  for each row execute function recall._message_before_update();
+
+drop trigger if exists messages_after_insert on recall.messages;
+create trigger messages_after_insert after insert on recall.messages
+  referencing new table as new_rows
+  for each statement execute function recall._messages_after_insert();
+
+drop trigger if exists messages_after_update on recall.messages;
+create trigger messages_after_update after update on recall.messages
+  referencing old table as old_rows
+  for each statement execute function recall._messages_after_change();
+
+drop trigger if exists messages_after_delete on recall.messages;
+create trigger messages_after_delete after delete on recall.messages
+  referencing old table as old_rows
+  for each statement execute function recall._messages_after_change();
+
+drop trigger if exists sessions_before_update on recall.sessions;
+create trigger sessions_before_update before update on recall.sessions
+  for each row execute function recall._session_before_update();
+
+drop trigger if exists sessions_after_update on recall.sessions;
+create trigger sessions_after_update after update on recall.sessions
+  referencing old table as old_rows new table as new_rows
+  for each statement execute function recall._sessions_after_update();
