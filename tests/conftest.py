@@ -38,7 +38,7 @@ def _docker_server():
     try:
         from docker.errors import DockerException
         from testcontainers.core.image import DockerImage
-        from testcontainers.postgres import PostgresContainer
+        from testcontainers.community.postgres import PostgresContainer
     except ImportError:
         return None
     try:

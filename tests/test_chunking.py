@@ -1,0 +1,184 @@
+"""In-database chunking: exact chunks for every kind, long text, idempotent re-insert."""
+
+import pytest
+
+T0 = "2026-03-01 10:00:00+00"
+
+
+def add_session(conn, sid="s1", agent="a1", **kw):
+    conn.execute(
+        "insert into recall.sessions (session_id, agent_id, project, branch, metadata) "
+        "values (%s, %s, %s, %s, %s)",
+        [sid, agent, kw.get("project", "api"), kw.get("branch", "main"), kw.get("metadata", "{}")])
+
+
+def add(conn, rows, sid="s1"):
+    """rows: (role, kind, content[, metadata json]) inserted in one statement, a minute apart."""
+    values, params = [], []
+    for i, row in enumerate(rows):
+        role, kind, content, meta = (*row, "{}")[:4]
+        values.append("(%s, %s, %s, %s, %s::timestamptz + make_interval(mins => %s), %s)")
+        params += [sid, role, kind, content, T0, i, meta]
+    conn.execute("insert into recall.messages (session_id, role, kind, content, created_at, metadata) "
+                 "values " + ", ".join(values), params)
+
+
+def chunks(conn, sid="s1"):
+    return conn.execute(
+        "select kind, first_seq, part, content from recall.chunks "
+        "where session_id = %s order by first_seq, kind, part", [sid]).fetchall()
+
+
+def test_every_kind(conn):
+    add_session(conn)
+    add(conn, [
+        ("system", "text", "You are a helpful agent."),
+        ("user", "text", "How do I run the tests?"),
+        ("assistant", "thinking", "Probably pytest."),
+        ("assistant", "text", "Run:\n```bash\npytest -q\n```\nThat is all."),
+        ("assistant", "tool_call", "Bash(pytest -q)", '{"tool_use_id": "t1"}'),
+        ("tool", "tool_result", "2 passed", '{"tool_use_id": "t1", "is_error": false}'),
+        ("assistant", "text", "All green."),
+        ("user", "text", "Thanks!"),
+    ])
+    assert chunks(conn) == [
+        ("message", 1, 0, "System: You are a helpful agent."),
+        ("turn_pair", 2, 0, "User: How do I run the tests?\n\nAssistant: Run:\n```bash\npytest -q\n```\nThat is all."),
+        ("thinking", 3, 0, "Probably pytest."),
+        ("code", 4, 0, "Run:\n```bash\npytest -q\n```"),
+        ("tool", 5, 0, "Bash(pytest -q)\n\nResult:\n2 passed"),
+        ("message", 7, 0, "Assistant: All green."),
+        ("message", 8, 0, "User: Thanks!"),
+    ]
+    row = conn.execute("select message_ids, metadata, n_tokens, embedding from recall.chunks "
+                       "where kind = 'tool'").fetchone()
+    assert row[0] == [5, 6]
+    assert row[1] == {"project": "api", "branch": "main", "tool_use_id": "t1", "is_error": False}
+    assert row[2] == 9 and row[3] is None  # ceil(35 chars / 4); pending embedding
+
+
+def test_answer_arriving_later_turns_message_into_pair(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "What port does the API use?")])
+    assert chunks(conn) == [("message", 1, 0, "User: What port does the API use?")]
+    add(conn, [("assistant", "thinking", "Check config."), ("assistant", "text", "Port 8080.")])
+    assert chunks(conn) == [
+        ("turn_pair", 1, 0, "User: What port does the API use?\n\nAssistant: Port 8080."),
+        ("thinking", 2, 0, "Check config."),
+    ]
+
+
+def test_result_arriving_later_joins_its_call(conn):
+    add_session(conn)
+    add(conn, [("assistant", "tool_call", "Read(a.py)", '{"tool_use_id": "x"}'),
+               ("assistant", "tool_call", "Read(b.py)", '{"tool_use_id": "y"}')])
+    add(conn, [("tool", "tool_result", "B", '{"tool_use_id": "y"}'),
+               ("tool", "tool_result", "A", '{"tool_use_id": "x"}')])
+    assert chunks(conn) == [
+        ("tool", 1, 0, "Read(a.py)\n\nResult:\nA"),
+        ("tool", 2, 0, "Read(b.py)\n\nResult:\nB"),
+    ]
+
+
+def test_results_without_ids_pair_with_the_call_before(conn):
+    add_session(conn)
+    add(conn, [("assistant", "tool_call", "ls"), ("tool", "tool_result", "a b"),
+               ("tool", "tool_result", "orphan")])
+    assert chunks(conn) == [("tool", 1, 0, "ls\n\nResult:\na b"), ("tool", 3, 0, "Result:\norphan")]
+
+
+def test_long_message_split_into_overlapping_windows(conn):
+    conn.execute("update recall.config set value = '100' where key = 'chunk_max_chars'")
+    conn.execute("update recall.config set value = '20' where key = 'chunk_overlap_chars'")
+    add_session(conn)
+    body = "".join(chr(ord("a") + i % 26) for i in range(250))
+    add(conn, [("assistant", "thinking", body)])
+    got = chunks(conn)
+    assert [(k, s, p) for k, s, p, _ in got] == [("thinking", 1, 0), ("thinking", 1, 1), ("thinking", 1, 2)]
+    assert [c for *_, c in got] == [body[0:100], body[80:180], body[160:250]]
+
+
+def test_exact_window_boundaries(conn):
+    conn.execute("update recall.config set value = '100' where key = 'chunk_max_chars'")
+    conn.execute("update recall.config set value = '20' where key = 'chunk_overlap_chars'")
+    add_session(conn)
+    add(conn, [("assistant", "thinking", "x" * 100), ("assistant", "thinking", "y" * 101),
+               ("assistant", "thinking", "z" * 180), ("assistant", "thinking", "w" * 181)])
+    counts = dict(conn.execute("select first_seq, count(*) from recall.chunks group by 1").fetchall())
+    assert counts == {1: 1, 2: 2, 3: 2, 4: 3}
+
+
+def test_two_code_blocks_numbered(conn):
+    add_session(conn)
+    add(conn, [("assistant", "text", "First:\n```py\na = 1\n```\nthen\n```sql\nselect 1;\n```")])
+    code = [(p, c) for k, _, p, c in chunks(conn) if k == "code"]
+    assert code == [(0, "First:\n```py\na = 1\n```"), (1, "then\n```sql\nselect 1;\n```")]
+
+
+def test_reinsert_is_a_noop(conn):
+    add_session(conn)
+    rows = [("user", "text", "hello"), ("assistant", "text", "hi there")]
+    add(conn, rows)
+    before = conn.execute("select chunk_id, content from recall.chunks order by chunk_id").fetchall()
+    conn.execute("update recall.chunks set embedding = array_fill(0.1, array[384])::vector")
+    add(conn, rows)  # same content, same created_at: the same messages
+    assert conn.execute("select count(*) from recall.messages").fetchone()[0] == 2
+    assert conn.execute("select chunk_id, content from recall.chunks order by chunk_id").fetchall() == before
+    assert conn.execute("select count(*) from recall.chunks where embedding is null").fetchone()[0] == 0
+
+
+def test_reinsert_by_external_id_and_seq(conn):
+    add_session(conn)
+    ins = ("insert into recall.messages (session_id, external_id, seq, role, content) "
+           "values ('s1', %s, %s, 'user', %s)")
+    conn.execute(ins, ["u-1", None, "first"])
+    conn.execute(ins, ["u-1", None, "first, re-sent later"])   # same external id: no-op
+    conn.execute(ins, [None, 1, "first"])                      # same seq, same text: no-op
+    assert conn.execute("select seq, external_id, content from recall.messages").fetchall() == [
+        (1, "u-1", "first")]
+
+
+def test_copy_of_many_sessions_chunks_each(conn):
+    for s in ("a", "b", "c"):
+        add_session(conn, sid=s)
+    with conn.cursor().copy("copy recall.messages (session_id, role, content, created_at) from stdin") as cp:
+        for s in ("a", "b", "c"):
+            for i in range(50):
+                cp.write_row([s, "user" if i % 2 == 0 else "assistant", f"{s} message {i}", f"2026-01-01 00:{i:02d}:00+00"])
+    per = dict(conn.execute("select session_id, count(*) from recall.chunks group by 1").fetchall())
+    assert per == {"a": 25, "b": 25, "c": 25}
+    assert conn.execute("select count(distinct kind) from recall.chunks").fetchone()[0] == 1
+
+
+def test_update_and_delete_rechunk(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "q"), ("assistant", "text", "old answer")])
+    conn.execute("update recall.chunks set embedding = array_fill(0.1, array[384])::vector")
+    conn.execute("update recall.messages set content = 'new answer' where seq = 2")
+    assert chunks(conn) == [("turn_pair", 1, 0, "User: q\n\nAssistant: new answer")]
+    assert conn.execute("select embedding is null from recall.chunks").fetchone()[0] is True
+    conn.execute("delete from recall.messages where seq = 2")
+    assert chunks(conn) == [("message", 1, 0, "User: q")]
+
+
+def test_session_metadata_flows_into_chunks(conn):
+    add_session(conn, metadata='{"channel": "ops"}')
+    add(conn, [("user", "text", "deploy?")])
+    conn.execute("update recall.sessions set branch = 'release', metadata = '{\"channel\": \"dev\"}'")
+    meta = conn.execute("select metadata from recall.chunks").fetchone()[0]
+    assert meta == {"project": "api", "branch": "release", "channel": "dev"}
+
+
+def test_session_spans_its_messages(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "a"), ("assistant", "text", "b"), ("user", "text", "c")])
+    span = conn.execute("select ended_at - started_at from recall.sessions").fetchone()[0]
+    assert span.total_seconds() == 120
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_seq_is_dense_per_session(conn, n):
+    add_session(conn)
+    for i in range(n):
+        add(conn, [("user", "text", f"m{i}")])
+    assert [r[0] for r in conn.execute("select seq from recall.messages order by seq")] == list(range(1, n + 1))

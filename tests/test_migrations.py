@@ -1,0 +1,124 @@
+"""Migrations on a real server: from empty, re-run, concurrent, edited file, dimension."""
+
+import shutil
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pyrecall import DimensionMismatchError, MigrationError, _migrate
+
+
+def connect(url):
+    return psycopg.connect(url, autocommit=True)
+
+
+def tables(conn):
+    return {r[0] for r in conn.execute(
+        "select tablename from pg_tables where schemaname = 'recall'").fetchall()}
+
+
+def test_from_empty_creates_schema_and_records(empty_db_url):
+    with connect(empty_db_url) as conn:
+        report = _migrate.migrate(conn)
+        assert report.applied == [f.name for f in _migrate.sql_files("incremental")]
+        assert {"sessions", "messages", "chunks", "config", "migrations", "source_files"} <= tables(conn)
+        assert _migrate.installed_dim(conn) == 384
+        typ = conn.execute("select format_type(atttypid, atttypmod) from pg_attribute "
+                           "where attrelid = 'recall.chunks'::regclass and attname = 'embedding'").fetchone()[0]
+        assert typ == "vector(384)"
+        assert [s.state for s in _migrate.status(conn)] == ["applied"] * len(report.applied)
+
+
+def test_rerun_is_a_noop(db_url):
+    with connect(db_url) as conn:
+        before = conn.execute("select name, applied_at from recall.migrations order by name").fetchall()
+        report = _migrate.migrate(conn)
+        assert report.applied == []
+        assert conn.execute("select name, applied_at from recall.migrations order by name").fetchall() == before
+
+
+def test_dry_run_writes_nothing(empty_db_url):
+    with connect(empty_db_url) as conn:
+        report = _migrate.migrate(conn, dry_run=True)
+        assert report.pending == ["001-schema"] and report.applied == []
+        assert conn.execute("select to_regnamespace('recall')").fetchone()[0] is None
+
+
+def test_concurrent_migrators_apply_once(empty_db_url):
+    errors, reports = [], []
+
+    def run():
+        try:
+            with connect(empty_db_url) as conn:
+                reports.append(_migrate.migrate(conn))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert sorted(len(r.applied) for r in reports) == [0, 0, 0, 1]
+    with connect(empty_db_url) as conn:
+        assert conn.execute("select count(*) from recall.migrations").fetchone()[0] == 1
+
+
+def test_custom_dim_then_other_dim_refused(empty_db_url):
+    with connect(empty_db_url) as conn:
+        _migrate.migrate(conn, dim=1536)
+        assert _migrate.installed_dim(conn) == 1536
+        _migrate.migrate(conn)  # no dim: the recorded one
+        with pytest.raises(DimensionMismatchError, match=r"stores 1536-dimensional .* `pyrecall embed --reembed"):
+            _migrate.migrate(conn, dim=384)
+
+
+@pytest.mark.parametrize("dim", [0, -3, 16001])
+def test_absurd_dim_refused(empty_db_url, dim):
+    with connect(empty_db_url) as conn, pytest.raises(MigrationError, match="between 1 and 16000"):
+        _migrate.migrate(conn, dim=dim)
+
+
+@pytest.fixture
+def sql_copy(tmp_path, monkeypatch):
+    """A copy of sql/ that a test may edit; the runner reads it instead of the real one."""
+    dst = tmp_path / "sql"
+    shutil.copytree(_migrate.sql_dir(), dst)
+    monkeypatch.setattr(_migrate, "sql_dir", lambda: dst)
+    return dst
+
+
+def test_edited_applied_migration_refused(db_url, sql_copy: Path):
+    f = sql_copy / "incremental" / "001-schema.sql"
+    f.write_text(f.read_text() + "\n-- an edit\n")
+    with connect(db_url) as conn:
+        with pytest.raises(MigrationError, match="001-schema was changed after it was applied"):
+            _migrate.migrate(conn)
+        assert [s.state for s in _migrate.status(conn)] == ["changed"]
+
+
+def test_failed_migration_leaves_schema_as_it_was(db_url, sql_copy: Path):
+    (sql_copy / "incremental" / "002-broken.sql").write_text(
+        "create table recall.half_done (x int);\n"
+        "alter table recall.chunks add column extra int;\n"
+        "select 1/0;\n")
+    with connect(db_url) as conn:
+        with pytest.raises(MigrationError, match="002-broken failed and was rolled back: division by zero"):
+            _migrate.migrate(conn)
+        assert "half_done" not in tables(conn)
+        cols = {r[0] for r in conn.execute("select attname from pg_attribute "
+                                           "where attrelid = 'recall.chunks'::regclass").fetchall()}
+        assert "extra" not in cols
+        assert [s.state for s in _migrate.status(conn)] == ["applied", "pending"]
+
+
+def test_functions_reapplied_each_time(db_url, sql_copy: Path):
+    (sql_copy / "idempotent" / "999-extra.sql").write_text(
+        "create or replace function recall.test_answer() returns int language sql as 'select 42';\n")
+    with connect(db_url) as conn:
+        report = _migrate.migrate(conn)
+        assert "999-extra" in report.functions
+        assert conn.execute("select recall.test_answer()").fetchone()[0] == 42
