@@ -1,0 +1,164 @@
+"""Checks of the SQL in ``sql/`` (``make lint``; also run by the tests).
+
+1. Every file splits into statements and each parses with sqlglot's postgres dialect where
+   sqlglot can (statements it does not model, like ``create policy``, are accepted as commands).
+2. A run-once migration contains no destructive statement (drop, truncate, delete, alter ...
+   drop) unless the file carries the marker ``-- pyrecall: destructive``.
+3. Released things are frozen: ``sql/frozen.txt`` pins the SHA-256 of each released migration
+   file and of each released function version (``recall.hybrid_recall_v1``, ...).
+
+sqlglot only reads here: the SQL that runs is always the original text.
+
+    python -m pyrecall._sqlcheck            # check, exit 1 on a problem
+    python -m pyrecall._sqlcheck --freeze   # pin what is released now (new entries only)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlglot
+from sqlglot.errors import ParseError
+from sqlglot.tokens import TokenType
+
+from ._migrate import sql_dir
+
+DESTRUCTIVE_MARKER = "-- pyrecall: destructive"
+VERSIONED_FUNCTION = re.compile(
+    r"create\s+(?:or\s+replace\s+)?function\s+(recall\.\w+_v\d+)\s*\(", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    line: int
+
+
+def split(sql: str) -> list[Statement]:
+    """The statements of a SQL text, as original text (comments before each dropped).
+
+    sqlglot's tokenizer knows dollar quotes, strings and comments, so a ``;`` inside a
+    function body does not split it.
+    """
+    tokens = sqlglot.tokenize(sql, read="postgres")
+    out, current = [], []
+    for tok in tokens + [None]:
+        if tok is None or tok.token_type == TokenType.SEMICOLON:
+            if current:
+                start, end = current[0].start, current[-1].end + 1
+                out.append(Statement(sql[start:end], sql.count("\n", 0, start) + 1))
+            current = []
+        else:
+            current.append(tok)
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return [t.text.lower() for t in sqlglot.tokenize(text, read="postgres")]
+
+
+def is_destructive(stmt: Statement) -> bool:
+    words = _words(stmt.text)
+    if not words:
+        return False
+    if words[0] in {"drop", "truncate", "delete"}:
+        return True
+    return words[0] == "alter" and "drop" in words
+
+
+def check_file(path: Path, *, migration: bool) -> list[str]:
+    """Problems of one file, as ``path:line: message`` strings."""
+    text = path.read_text()
+    problems = []
+    try:
+        statements = split(text)
+    except Exception as exc:  # noqa: BLE001 - any tokenizer failure is a finding
+        return [f"{path}:1: cannot be split into statements: {exc}"]
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    for stmt in statements:
+        try:
+            sqlglot.parse_one(stmt.text, read="postgres")
+        except ParseError as exc:
+            problems.append(f"{path}:{stmt.line}: does not parse: {str(exc).splitlines()[0]}")
+        if migration and is_destructive(stmt) and DESTRUCTIVE_MARKER not in text:
+            first = stmt.text.splitlines()[0]
+            problems.append(f"{path}:{stmt.line}: destructive statement without the marker "
+                            f"'{DESTRUCTIVE_MARKER}': {first}")
+    return problems
+
+
+def frozen_items(root: Path) -> dict[str, str]:
+    """Current hashes of everything that can be frozen: migration files and _vN functions."""
+    items = {}
+    for f in sorted((root / "incremental").glob("*.sql")):
+        items[f"incremental/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    for f in sorted((root / "idempotent").glob("*.sql")):
+        for stmt in split(f.read_text()):
+            m = VERSIONED_FUNCTION.match(stmt.text)
+            if m:
+                items[f"function {m.group(1).lower()}"] = hashlib.sha256(stmt.text.encode()).hexdigest()
+    return items
+
+
+def read_frozen(root: Path) -> dict[str, str]:
+    path = root / "frozen.txt"
+    pins = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, digest = line.rsplit(" ", 1)
+                pins[name] = digest
+    return pins
+
+
+def check_frozen(root: Path) -> list[str]:
+    current, pins = frozen_items(root), read_frozen(root)
+    problems = []
+    for name, digest in pins.items():
+        if name not in current:
+            problems.append(f"{root}/frozen.txt: released {name} is gone")
+        elif current[name] != digest:
+            problems.append(f"{root}/frozen.txt: released {name} changed "
+                            f"(pinned {digest[:12]}, now {current[name][:12]}); add a new version instead")
+    return problems
+
+
+def check(root: Path | None = None) -> list[str]:
+    root = root or sql_dir()
+    problems = []
+    for f in sorted(root.rglob("*.sql")):
+        problems += check_file(f, migration=f.parent.name == "incremental")
+    return problems + check_frozen(root)
+
+
+def freeze(root: Path | None = None) -> list[str]:
+    """Pin every item not pinned yet; returns the names added."""
+    root = root or sql_dir()
+    pins, current = read_frozen(root), frozen_items(root)
+    added = [n for n in current if n not in pins]
+    pins.update({n: current[n] for n in added})
+    header = "# Released SQL, pinned by SHA-256: never edit these; add a new version instead.\n"
+    (root / "frozen.txt").write_text(header + "".join(f"{n} {d}\n" for n, d in sorted(pins.items())))
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--freeze"]:
+        for name in freeze():
+            print(f"pinned {name}")
+        return 0
+    problems = check()
+    for p in problems:
+        print(p)
+    print(f"sql check: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
