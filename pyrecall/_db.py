@@ -66,10 +66,11 @@ def _with_database(url: str, database: str) -> str:
     return psycopg.conninfo.make_conninfo(**info)
 
 
-def start(data_dir: Path | None = None) -> str:
+def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = None) -> str:
     """Start the embedded server if it is not running; return the URL of its database.
 
-    Idempotent: a second call returns the same URL.
+    Idempotent: a second call returns the same URL. ``settings`` are server settings applied
+    with ALTER SYSTEM on top of SERVER_SETTINGS (the tests turn fsync off, for instance).
 
     >>> start()  # doctest: +SKIP
     'host=/work/app/.pyrecall/pgdata user=postgres dbname=pyrecall'
@@ -84,7 +85,7 @@ def start(data_dir: Path | None = None) -> str:
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}") from exc
-    if _tune(admin_url):
+    if _tune(admin_url, {**SERVER_SETTINGS, **(settings or {})}):
         _pg_ctl(pgdata, ["-w", "-m", "fast", "restart"])
         admin_url = ep.get_server(pgdata, cleanup_mode=None).get_uri()
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -93,16 +94,16 @@ def start(data_dir: Path | None = None) -> str:
     return _with_database(admin_url, DATABASE)
 
 
-def _tune(admin_url: str) -> bool:
-    """Apply SERVER_SETTINGS; True when a restart is needed for them to take effect."""
+def _tune(admin_url: str, settings: dict[str, str]) -> bool:
+    """Apply settings with ALTER SYSTEM; True when a restart is needed for them to take effect."""
     restart = False
     with psycopg.connect(admin_url, autocommit=True) as conn:
         current = dict(conn.execute(
             "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
-            [list(SERVER_SETTINGS)]).fetchall())
+            [list(settings)]).fetchall())
         pending = dict(conn.execute(
             "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
-        for name, value in SERVER_SETTINGS.items():
+        for name, value in settings.items():
             if pending.get(name) == value:
                 restart |= name in RESTART_SETTINGS and not _same(current.get(name), value)
                 continue

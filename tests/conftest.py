@@ -67,7 +67,8 @@ def server_url():
         return
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-test-"))
     os.chmod(tmp, 0o755)
-    url = _db.start(tmp)
+    # a throwaway server: durability off makes CREATE/DROP DATABASE per test ~10x faster
+    url = _db.start(tmp, settings={"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"})
     try:
         yield _with_db(url, "postgres")
     finally:
@@ -96,7 +97,7 @@ def template_url(server_url):
 def new_database(server_url: str, template: str | None = TEMPLATE) -> str:
     name = f"pyrecall_t{os.getpid()}_{next(_counter)}"
     with psycopg.connect(server_url, autocommit=True) as admin:
-        tmpl = f" template {template} strategy file_copy" if template else ""
+        tmpl = f" template {template}" if template else ""
         admin.execute(f"create database {name}{tmpl}")
     return _with_db(server_url, name)
 

@@ -137,6 +137,16 @@ as $$
                        max_chars - overlap_chars) as w(start)
 $$;
 
+-- _speaker: who said a message, as a chunk labels it: metadata.speaker (a person's name in a
+-- chat or Discord import) or else the role
+create or replace function recall._speaker(role text, metadata jsonb)
+returns text
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select coalesce(nullif(btrim(metadata->>'speaker'), ''), initcap(role))
+$$;
+
 -- _estimate_tokens: about four characters a token, until the embedder records the exact count
 create or replace function recall._estimate_tokens(body text)
 returns int
@@ -207,7 +217,7 @@ as $$
     -- turn pairs
     select u.session_id, 'turn_pair'::text as kind, u.seq as first_seq,
            array[u.message_id, a.message_id] as message_ids,
-           'User: ' || u.content || E'\n\nAssistant: ' || a.content as body,
+           recall._speaker(u.role, u.metadata) || ': ' || u.content || E'\n\n' || recall._speaker(a.role, a.metadata) || ': ' || a.content as body,
            u.created_at, greatest(u.importance, a.importance) as importance,
            u.metadata || a.metadata as metadata
     from answers x
@@ -216,7 +226,7 @@ as $$
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
-           initcap(m.role) || ': ' || m.content, m.created_at, m.importance, m.metadata
+           recall._speaker(m.role, m.metadata) || ': ' || m.content, m.created_at, m.importance, m.metadata
     from msgs m
     where m.kind = 'text'
       and not exists (select from answers x

@@ -15,6 +15,7 @@ insert into recall.config (key, value) values
 , ('chunk_max_chars', '1600')       -- a window of a long message: ~400 tokens
 , ('chunk_overlap_chars', '200')    -- overlap between consecutive windows
 , ('code_context_chars', '300')     -- text kept before a fenced code block
+, ('exact_scan_max_rows', '20000')  -- agents up to this many embedded chunks: exact vector scan
 ;
 
 -- sessions: one conversation of one agent

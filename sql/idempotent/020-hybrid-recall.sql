@@ -1,0 +1,363 @@
+-- 020-hybrid-recall
+-- recall.hybrid_recall: the best pieces of one agent's past for a query, fitted to a budget.
+--
+-- Re-applied at every migrate. recall.hybrid_recall_v1 is frozen from its release on (its
+-- hash is pinned in sql/frozen.txt); a new behaviour is a new version (_v2), and the stable
+-- name recall.hybrid_recall moves to it.
+
+-- _text_query: the tsquery of a query text. Plain questions match any of their words (OR:
+-- an agent's question rarely repeats every word of the answer); a query that uses websearch
+-- operators ("quoted phrase", -word) is taken strictly, as websearch_to_tsquery reads it.
+create or replace function recall._text_query(query_text text)
+returns tsquery
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select case
+    when query_text is null or btrim(query_text) = '' then null
+    when query_text ~ '"|(^|\s)-\w' then websearch_to_tsquery('english', query_text)
+    else (select string_agg(quote_literal(lexeme), ' | ')::tsquery
+          from unnest(to_tsvector('english', query_text)))
+  end
+$$;
+
+-- _check_recall_args: every bad argument is a clear error (SQLSTATE 22023), never a wrong answer
+create or replace function recall._check_recall_args(
+  agent_id text, query_text text, query_embedding vector, k int, token_budget int,
+  min_similarity float8, filter jsonb, since timestamptz, until timestamptz,
+  weights float8[], half_life interval, candidates int)
+returns void
+language plpgsql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  dim int;
+begin
+  if agent_id is null or agent_id = '' then
+    raise exception 'agent_id is required' using errcode = '22023';
+  end if;
+  if query_embedding is null and (query_text is null or btrim(query_text) = '') then
+    raise exception 'nothing to search for: give query_text, query_embedding or both'
+      using errcode = '22023';
+  end if;
+  if query_embedding is not null then
+    select value::int into dim from recall.config where key = 'embedding_dim';
+    if vector_dims(query_embedding) <> dim then
+      raise exception 'query_embedding has % dimensions; this database stores %',
+        vector_dims(query_embedding), dim using errcode = '22023';
+    end if;
+    if vector_norm(query_embedding) = 0 then
+      raise exception 'query_embedding is all zeros: cosine similarity is undefined'
+        using errcode = '22023';
+    end if;
+  end if;
+  if k is null or k < 1 or k > 1000 then
+    raise exception 'k must be between 1 and 1000, got %', coalesce(k::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if token_budget < 0 then
+    raise exception 'token_budget must be >= 0, got %', token_budget using errcode = '22023';
+  end if;
+  if candidates is null or candidates < 1 or candidates > 10000 then
+    raise exception 'candidates must be between 1 and 10000, got %', coalesce(candidates::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if min_similarity < -1 or min_similarity > 1 or min_similarity = 'NaN' then
+    raise exception 'min_similarity must be between -1 and 1, got %', min_similarity
+      using errcode = '22023';
+  end if;
+  if filter is not null and jsonb_typeof(filter) <> 'object' then
+    raise exception 'filter must be a JSON object, got a JSON %', jsonb_typeof(filter)
+      using errcode = '22023';
+  end if;
+  if since > until then
+    raise exception 'since (%) is after until (%)', since, until using errcode = '22023';
+  end if;
+  if exists (select from unnest(weights) w where w is null or w < 0 or w = 'NaN' or w = 'Infinity') then
+    raise exception 'weights must be finite and >= 0, got %', weights using errcode = '22023';
+  end if;
+  if half_life is null or half_life <= interval '0' then
+    raise exception 'half_life must be a positive interval, got %', coalesce(half_life::text, 'NULL')
+      using errcode = '22023';
+  end if;
+end
+$$;
+
+-- _vector_arm: the top n chunks of one agent by cosine distance, all filters applied inside
+-- the search so that n rows come back whenever n rows qualify.
+--
+-- How (decided per call, from the agent's size): an agent with at most
+-- recall.config.exact_scan_max_rows embedded chunks is scanned exactly through the
+-- (agent_id, created_at) B-tree — exact and fast at that size; a larger agent uses the ANN
+-- index (see recall.create_vector_index) with pgvector's iterative scan, so that the agent
+-- filter does not starve the result.
+create or replace function recall._vector_arm(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filter jsonb,
+  p_kinds text[], p_since timestamptz, p_until timestamptz)
+returns table (chunk_id bigint, distance double precision)
+language plpgsql volatile rows 100
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  exact_max int := coalesce((select value::int from recall.config where key = 'exact_scan_max_rows'), 20000);
+  agent_rows int;
+begin
+  -- the agent's embedded chunks, counted only up to the threshold (an index-only scan)
+  select count(*) into agent_rows
+  from (select 1 from recall.chunks c
+        where c.agent_id = p_agent_id and c.embedding is not null
+        limit exact_max + 1) x;
+
+  if agent_rows <= exact_max or not exists (
+       select from pg_index i join pg_class ix on ix.oid = i.indexrelid
+       join pg_am am on am.oid = ix.relam
+       where i.indrelid = 'recall.chunks'::regclass and am.amname in ('hnsw', 'diskann')) then
+    -- exact: "+ 0" keeps the planner from answering the ORDER BY with the ANN index
+    return query
+      select c.chunk_id, (c.embedding <=> p_query) + 0 as distance
+      from recall.chunks c
+      where c.agent_id = p_agent_id and c.embedding is not null
+        and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+        and (p_filter is null or c.metadata @> p_filter)
+        and (p_kinds is null or c.kind = any (p_kinds))
+        and (p_since is null or c.created_at >= p_since)
+        and (p_until is null or c.created_at < p_until)
+      order by 2, c.chunk_id
+      limit p_n;
+  else
+    -- ANN with iterative scan: the index keeps yielding neighbours until n pass the filters
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    perform set_config('hnsw.ef_search',
+      greatest(p_n, coalesce(nullif(current_setting('hnsw.ef_search', true), '')::int, 40))::text, true);
+    return query
+      select a.chunk_id, a.distance
+      from (select c.chunk_id, c.embedding <=> p_query as distance
+            from recall.chunks c
+            where c.agent_id = p_agent_id
+              and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+              and (p_filter is null or c.metadata @> p_filter)
+              and (p_kinds is null or c.kind = any (p_kinds))
+              and (p_since is null or c.created_at >= p_since)
+              and (p_until is null or c.created_at < p_until)
+            order by c.embedding <=> p_query
+            limit p_n) a
+      order by a.distance, a.chunk_id;
+  end if;
+end
+$$;
+
+-- _text_arm: the top n chunks of one agent by full-text rank (GIN index on tsv)
+create or replace function recall._text_arm(
+  p_agent_id text, p_query tsquery, p_n int, p_exclude_session_id text, p_filter jsonb,
+  p_kinds text[], p_since timestamptz, p_until timestamptz)
+returns table (chunk_id bigint, rank real)
+language sql stable rows 100
+set search_path to pg_catalog, pg_temp
+as $$
+  select c.chunk_id, ts_rank_cd(c.tsv, p_query, 1) as rank
+  from recall.chunks c
+  where p_query is not null
+    and c.tsv @@ p_query
+    and c.agent_id = p_agent_id
+    and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+    and (p_filter is null or c.metadata @> p_filter)
+    and (p_kinds is null or c.kind = any (p_kinds))
+    and (p_since is null or c.created_at >= p_since)
+    and (p_until is null or c.created_at < p_until)
+  order by 2 desc, c.chunk_id
+  limit p_n
+$$;
+
+-- hybrid_recall_v1: see the COMMENT below for the contract
+create or replace function recall.hybrid_recall_v1(
+  agent_id           text,
+  query_text         text        default null,
+  query_embedding    vector      default null,
+  k                  int         default 10,
+  token_budget       int         default null,
+  exclude_session_id text        default null,
+  min_similarity     float8       default null,
+  filter             jsonb       default null,
+  kinds              text[]      default null,
+  since              timestamptz default null,
+  until              timestamptz default null,
+  vector_weight      float8       default 0.5,
+  text_weight        float8       default 0.3,
+  recency_weight     float8       default 0.1,
+  importance_weight  float8       default 0.1,
+  half_life          interval    default '30 days',
+  candidates         int         default 100,
+  as_of              timestamptz default null,
+  dedup_similarity   float8       default 0.95)
+returns table (
+  chunk_id          bigint,
+  session_id        text,
+  kind              text,
+  content           text,
+  created_at        timestamptz,
+  score             double precision,
+  similarity        double precision,
+  text_rank         double precision,
+  recency           double precision,
+  importance        double precision,
+  n_tokens          int,
+  cumulative_tokens bigint,
+  metadata          jsonb,
+  message_ids       bigint[])
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  tsq tsquery := recall._text_query(hybrid_recall_v1.query_text);
+  now_ts timestamptz := coalesce(hybrid_recall_v1.as_of, now());
+begin
+  perform recall._check_recall_args(
+    hybrid_recall_v1.agent_id, hybrid_recall_v1.query_text, hybrid_recall_v1.query_embedding,
+    hybrid_recall_v1.k, hybrid_recall_v1.token_budget, hybrid_recall_v1.min_similarity,
+    hybrid_recall_v1.filter, hybrid_recall_v1.since, hybrid_recall_v1.until,
+    array[hybrid_recall_v1.vector_weight, hybrid_recall_v1.text_weight,
+          hybrid_recall_v1.recency_weight, hybrid_recall_v1.importance_weight],
+    hybrid_recall_v1.half_life, hybrid_recall_v1.candidates);
+
+  return query
+  with
+  -- candidates from the vector index: nearest by cosine distance
+  by_vector as (
+    select v.chunk_id, v.distance
+    from recall._vector_arm(hybrid_recall_v1.agent_id, hybrid_recall_v1.query_embedding,
+                            hybrid_recall_v1.candidates, hybrid_recall_v1.exclude_session_id,
+                            hybrid_recall_v1.filter, hybrid_recall_v1.kinds,
+                            hybrid_recall_v1.since, hybrid_recall_v1.until) v
+    where hybrid_recall_v1.query_embedding is not null
+  ),
+  -- candidates from the full-text index: best ts_rank_cd
+  by_text as (
+    select t.chunk_id, t.rank
+    from recall._text_arm(hybrid_recall_v1.agent_id, tsq, hybrid_recall_v1.candidates,
+                          hybrid_recall_v1.exclude_session_id, hybrid_recall_v1.filter,
+                          hybrid_recall_v1.kinds, hybrid_recall_v1.since, hybrid_recall_v1.until) t
+  ),
+  -- each candidate once, with its four components
+  components as (
+    select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, c.n_tokens, c.metadata,
+           c.message_ids, c.embedding,
+           case when c.embedding is not null and hybrid_recall_v1.query_embedding is not null
+                then 1 - (c.embedding <=> hybrid_recall_v1.query_embedding) end as similarity,
+           -- text_rank = r / (r + 0.1), r = ts_rank_cd(tsv, query, 1): 0 without a match, -> 1
+           case when tsq is not null and c.tsv @@ tsq
+                then ts_rank_cd(c.tsv, tsq, 1) / (ts_rank_cd(c.tsv, tsq, 1) + 0.1)
+                else 0 end::double precision as text_rank,
+           power(0.5::double precision,
+                 (greatest(extract(epoch from now_ts - c.created_at), 0)
+                  / extract(epoch from hybrid_recall_v1.half_life))::double precision) as recency,
+           c.importance::double precision as importance
+    from recall.chunks c
+    where c.chunk_id = any ((select array_agg(chunk_id) from by_vector)
+                            || (select array_agg(chunk_id) from by_text))
+  ),
+  -- the weighted sum; a chunk below min_similarity is dropped
+  scored as (
+    select x.*,
+           hybrid_recall_v1.vector_weight * coalesce(x.similarity, 0)
+           + hybrid_recall_v1.text_weight * x.text_rank
+           + hybrid_recall_v1.recency_weight * x.recency
+           + hybrid_recall_v1.importance_weight * x.importance as score
+    from components x
+    where hybrid_recall_v1.min_similarity is null or x.similarity is null
+       or x.similarity >= hybrid_recall_v1.min_similarity
+  ),
+  -- the best 4k candidates, in the final order (ties: newer first, then higher chunk_id)
+  top as (
+    select s.*, row_number() over (order by s.score desc, s.created_at desc, s.chunk_id desc) as pos
+    from scored s
+    order by pos
+    limit greatest(4 * hybrid_recall_v1.k, 40)
+  ),
+  -- near-duplicates: a candidate goes when a better one has the same text or is closer than
+  -- dedup_similarity in cosine
+  distinct_ as (
+    select t.*
+    from top t
+    where not exists (
+      select from top b
+      where b.pos < t.pos
+        and (b.content = t.content
+             or (b.embedding is not null and t.embedding is not null
+                 and 1 - (b.embedding <=> t.embedding) >= hybrid_recall_v1.dedup_similarity)))
+  ),
+  -- running token total in score order
+  budgeted as (
+    select d.*, sum(d.n_tokens) over (order by d.pos rows unbounded preceding) as cumulative_tokens,
+           row_number() over (order by d.pos) as rank
+    from distinct_ d
+  )
+  select b.chunk_id, b.session_id, b.kind, b.content, b.created_at, b.score, b.similarity,
+         b.text_rank, b.recency, b.importance, b.n_tokens, b.cumulative_tokens, b.metadata,
+         b.message_ids
+  from budgeted b
+  where b.rank <= hybrid_recall_v1.k
+    and (hybrid_recall_v1.token_budget is null or b.cumulative_tokens <= hybrid_recall_v1.token_budget)
+  order by b.pos;
+end
+$$;
+
+comment on function recall.hybrid_recall_v1 is $c$
+hybrid_recall v1 (frozen from its release): one agent's chunks ranked for a query.
+Candidates: the top `candidates` chunks by cosine distance (exact scan for agents up to
+recall.config exact_scan_max_rows chunks, else the ANN index with iterative scan) and the top
+`candidates` by full-text rank; every filter (agent, exclude_session_id, filter @> metadata,
+kinds, since <= created_at < until) applies inside both arms.
+Components, each in [0, 1] (similarity in [-1, 1]):
+  similarity = 1 - cosine distance (NULL without an embedding on either side)
+  text_rank  = r / (r + 0.1), r = ts_rank_cd(tsv, q, 1); q = the query's words OR-ed, or
+               websearch_to_tsquery when the text uses "phrases" or -exclusions; 0 = no match
+  recency    = 0.5 ^ (age / half_life), age = as_of (default now()) - created_at, >= 0
+  importance = the chunk's importance
+score = vector_weight*similarity + text_weight*text_rank + recency_weight*recency
+        + importance_weight*importance (a missing component counts 0).
+Rows with similarity < min_similarity are dropped. Among the best max(4k, 40), a row whose text
+equals, or whose embedding is within dedup_similarity cosine of, a better row is dropped.
+Order: score desc, created_at desc, chunk_id desc. cumulative_tokens = running sum of n_tokens
+in that order; with token_budget, rows stop at the first that would exceed it. At most k rows.
+$c$;
+
+-- hybrid_recall: the stable name; today it is v1
+create or replace function recall.hybrid_recall(
+  agent_id           text,
+  query_text         text        default null,
+  query_embedding    vector      default null,
+  k                  int         default 10,
+  token_budget       int         default null,
+  exclude_session_id text        default null,
+  min_similarity     float8       default null,
+  filter             jsonb       default null,
+  kinds              text[]      default null,
+  since              timestamptz default null,
+  until              timestamptz default null,
+  vector_weight      float8       default 0.5,
+  text_weight        float8       default 0.3,
+  recency_weight     float8       default 0.1,
+  importance_weight  float8       default 0.1,
+  half_life          interval    default '30 days',
+  candidates         int         default 100,
+  as_of              timestamptz default null,
+  dedup_similarity   float8       default 0.95)
+returns table (
+  chunk_id bigint, session_id text, kind text, content text, created_at timestamptz,
+  score double precision, similarity double precision, text_rank double precision,
+  recency double precision, importance double precision, n_tokens int,
+  cumulative_tokens bigint, metadata jsonb, message_ids bigint[])
+language sql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+  select * from recall.hybrid_recall_v1(
+    agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
+    min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
+    importance_weight, half_life, candidates, as_of, dedup_similarity)
+$$;
+
+comment on function recall.hybrid_recall is
+  'The stable name of hybrid recall; calls recall.hybrid_recall_v1 (see its comment).';
+
+grant execute on all functions in schema recall to recall_agent, recall_admin;

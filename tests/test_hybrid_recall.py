@@ -1,0 +1,266 @@
+"""recall.hybrid_recall against the real database, with expectations computed by hand.
+
+The vectors here are chosen by the tests (this is about SQL logic, not embedding quality).
+"""
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import psycopg
+import pytest
+
+AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
+DIM = 384
+
+
+def unit(*coords, dim=DIM):
+    """A unit vector from its first coordinates (the rest zero)."""
+    v = np.zeros(dim, dtype=np.float32)
+    v[: len(coords)] = coords
+    return v / np.linalg.norm(v)
+
+
+def add_chunk(conn, text, *, agent="a1", session=None, vec=None, age_days=1.0, importance=0.5,
+              metadata="{}", role="system"):
+    """One message -> one 'message' chunk; then set its embedding, time and importance."""
+    session = session or f"{agent}-s"
+    conn.execute("insert into recall.sessions (session_id, agent_id) values (%s, %s) "
+                 "on conflict do nothing", [session, agent])
+    created = AS_OF - timedelta(days=age_days)
+    conn.execute("insert into recall.messages (session_id, role, content, created_at, importance, metadata) "
+                 "values (%s, %s, %s, %s, %s, %s)", [session, role, text, created, importance, metadata])
+    cid = conn.execute("select max(chunk_id) from recall.chunks where session_id = %s", [session]).fetchone()[0]
+    if vec is not None:
+        conn.execute("update recall.chunks set embedding = %s where chunk_id = %s", [vec, cid])
+    return cid
+
+
+def recall(conn, **kw):
+    kw.setdefault("agent_id", "a1")
+    kw.setdefault("as_of", AS_OF)
+    names = ", ".join(f"{k} => %({k})s" for k in kw)
+    return conn.execute(f"select * from recall.hybrid_recall({names})", kw).fetchall()
+
+
+def ids(rows):
+    return [r[0] for r in rows]
+
+
+ONLY_VECTOR = dict(vector_weight=1, text_weight=0, recency_weight=0, importance_weight=0)
+ONLY_TEXT = dict(vector_weight=0, text_weight=1, recency_weight=0, importance_weight=0)
+
+
+def test_pure_vector_ranking_is_brute_force_cosine_order(conn):
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(60, DIM)).astype(np.float32)
+    cids = [add_chunk(conn, f"note number {i}", vec=v) for i, v in enumerate(vecs)]
+    q = rng.normal(size=DIM).astype(np.float32)
+    sims = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
+    expected = [cids[i] for i in np.argsort(-sims)[:20]]
+    rows = recall(conn, query_embedding=q, k=20, **ONLY_VECTOR)
+    assert ids(rows) == expected
+    assert [r[6] for r in rows] == pytest.approx(sorted(sims, reverse=True)[:20], abs=1e-5)
+    assert [r[5] for r in rows] == pytest.approx([r[6] for r in rows])
+
+
+def test_pure_text_ranking(conn):
+    a = add_chunk(conn, "docker docker docker compose")
+    b = add_chunk(conn, "docker once, and then a long story about something else entirely")
+    add_chunk(conn, "nothing relevant here")
+    rows = recall(conn, query_text="docker", **ONLY_TEXT)
+    assert ids(rows) == [a, b]
+    ranks = conn.execute(
+        "select ts_rank_cd(tsv, to_tsquery('english', 'docker'), 1) from recall.chunks "
+        "where chunk_id = any(%s) order by chunk_id", [[a, b]]).fetchall()
+    assert [r[7] for r in rows] == pytest.approx([r / (r + 0.1) for (r,) in ranks])
+
+
+def test_text_query_matches_any_word_unless_websearch_operators(conn):
+    a = add_chunk(conn, "the postgres migration failed")
+    b = add_chunk(conn, "the docker build failed")
+    assert set(ids(recall(conn, query_text="postgres docker", **ONLY_TEXT))) == {a, b}
+    assert ids(recall(conn, query_text='"docker build"', **ONLY_TEXT)) == [b]
+    assert ids(recall(conn, query_text="failed -docker", **ONLY_TEXT)) == [a]
+
+
+def test_recency_orders_identical_chunks_by_age(conn):
+    old = add_chunk(conn, "deploy the service", age_days=60, session="s-old")
+    new = add_chunk(conn, "deploy the service", age_days=1, session="s-new")
+    weights = dict(vector_weight=0, text_weight=0, recency_weight=1, importance_weight=0)
+    rows = recall(conn, query_text="deploy", dedup_similarity=1.1, **weights)
+    # identical text: the older one is a duplicate of the newer, higher-scored one
+    assert ids(rows) == [new]
+    assert rows[0][8] == pytest.approx(0.5 ** (1 / 30))
+
+
+def test_recency_formula_and_half_life(conn):
+    a = add_chunk(conn, "deploy alpha", age_days=10)
+    b = add_chunk(conn, "deploy beta", age_days=40)
+    rows = recall(conn, query_text="deploy", half_life=timedelta(days=20),
+                  vector_weight=0, text_weight=0, recency_weight=1, importance_weight=0)
+    assert ids(rows) == [a, b]
+    assert [r[8] for r in rows] == pytest.approx([0.5 ** 0.5, 0.5 ** 2])
+
+
+def test_future_chunk_has_recency_one(conn):
+    add_chunk(conn, "deploy later", age_days=-5)
+    assert recall(conn, query_text="deploy")[0][8] == 1.0
+
+
+def test_importance(conn):
+    low = add_chunk(conn, "deploy alpha", importance=0.2)
+    high = add_chunk(conn, "deploy beta", importance=0.9)
+    rows = recall(conn, query_text="deploy", vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
+    assert ids(rows) == [high, low]
+    assert [r[9] for r in rows] == pytest.approx([0.9, 0.2])
+
+
+def test_score_is_the_weighted_sum(conn):
+    add_chunk(conn, "docker deploy", vec=unit(1, 1), age_days=15, importance=0.8)
+    w = dict(vector_weight=0.4, text_weight=0.3, recency_weight=0.2, importance_weight=0.1)
+    (row,) = recall(conn, query_text="docker", query_embedding=unit(1, 0), **w)
+    sim, tr, rec, imp = row[6], row[7], row[8], row[9]
+    assert sim == pytest.approx(math.sqrt(0.5), abs=1e-6)
+    assert rec == pytest.approx(0.5 ** 0.5)
+    assert row[5] == pytest.approx(0.4 * sim + 0.3 * tr + 0.2 * rec + 0.1 * imp)
+
+
+@pytest.mark.parametrize("arg,value,expected_texts", [
+    ("filter", '{"project": "api"}', {"deploy api"}),
+    ("filter", '{"project": "web"}', {"deploy web"}),
+    ("filter", '{"nope": 1}', set()),
+    ("kinds", ["message"], {"deploy api", "deploy web", "deploy old"}),
+    ("kinds", ["turn_pair"], set()),
+    ("since", AS_OF - timedelta(days=5), {"deploy api", "deploy web"}),
+    ("until", AS_OF - timedelta(days=5), {"deploy old"}),
+    ("exclude_session_id", "a1-web", {"deploy api", "deploy old"}),
+])
+def test_filters(conn, arg, value, expected_texts):
+    add_chunk(conn, "deploy api", session="a1-api", metadata='{"project": "api"}', vec=unit(1))
+    add_chunk(conn, "deploy web", session="a1-web", metadata='{"project": "web"}', vec=unit(0, 1))
+    add_chunk(conn, "deploy old", session="a1-old", age_days=30, vec=unit(1, 0, 1))
+    for query in (dict(query_text="deploy"), dict(query_embedding=unit(1, 1, 1))):
+        rows = recall(conn, **query, **{arg: value})
+        assert {r[3].removeprefix("System: ") for r in rows} == expected_texts, query
+
+
+def test_session_project_filter(conn):
+    conn.execute("insert into recall.sessions (session_id, agent_id, project, branch) values "
+                 "('p1', 'a1', 'acme', 'main'), ('p2', 'a1', 'other', 'main')")
+    for s in ("p1", "p2"):
+        conn.execute("insert into recall.messages (session_id, role, content) values (%s, 'user', 'deploy it')", [s])
+    rows = recall(conn, query_text="deploy", filter='{"project": "acme", "branch": "main"}')
+    assert [r[1] for r in rows] == ["p1"]
+
+
+def test_min_similarity(conn):
+    near = add_chunk(conn, "a", vec=unit(1, 0.1))
+    add_chunk(conn, "b", vec=unit(0.2, 1))
+    rows = recall(conn, query_embedding=unit(1), min_similarity=0.9)
+    assert ids(rows) == [near]
+
+
+@pytest.mark.parametrize("budget,expected_count", [
+    (None, 3), (0, 0), (9, 0), (10, 1), (29, 1), (30, 2), (59, 2), (60, 3), (10_000, 3)])
+def test_token_budget_cut(conn, budget, expected_count):
+    # n_tokens = ceil(chars / 4): 40, 80 and 120 characters -> 10, 20, 30 tokens
+    for i, (n, imp) in enumerate([(40, 0.9), (80, 0.6), (120, 0.3)]):
+        text = f"deploy{i} " + "x" * (n - len(f"System: deploy{i} "))
+        add_chunk(conn, text, importance=imp)
+    rows = recall(conn, query_text="deploy0 deploy1 deploy2", token_budget=budget,
+                  vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
+    assert len(rows) == expected_count
+    assert [r[10] for r in rows] == [10, 20, 30][:expected_count]
+    assert [r[11] for r in rows] == [10, 30, 60][:expected_count]
+
+
+def test_first_row_larger_than_budget_gives_no_rows_even_if_smaller_ones_follow(conn):
+    add_chunk(conn, "deploy " + "y" * 400, importance=1.0)
+    add_chunk(conn, "deploy small", importance=0.0)
+    rows = recall(conn, query_text="deploy", token_budget=50,
+                  vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
+    assert rows == []
+
+
+def test_keyword_fallback_without_any_embedding(conn):
+    a = add_chunk(conn, "we configured nginx as a reverse proxy")
+    add_chunk(conn, "lunch was good")
+    rows = recall(conn, query_text="nginx proxy")
+    assert ids(rows) == [a] and rows[0][6] is None
+
+
+def test_chunk_without_embedding_found_by_text_beside_vector_hits(conn):
+    a = add_chunk(conn, "kubernetes rollout", vec=None)
+    b = add_chunk(conn, "something else", vec=unit(1))
+    rows = recall(conn, query_text="kubernetes", query_embedding=unit(1))
+    assert set(ids(rows)) == {a, b}
+
+
+def test_duplicates_removed_higher_score_stays(conn):
+    a = add_chunk(conn, "deploy with compose", session="x1", vec=unit(1, 0.01), importance=0.9)
+    add_chunk(conn, "deploy with compose", session="x2", vec=unit(0, 1), importance=0.1)    # same text
+    add_chunk(conn, "deploy via compose", session="x3", vec=unit(1, 0.011), importance=0.2)  # cosine ~1
+    d = add_chunk(conn, "deploy elsewhere", session="x4", vec=unit(0, 0, 1), importance=0.5)
+    rows = recall(conn, query_text="deploy", query_embedding=unit(1))
+    assert ids(rows) == [a, d]
+    assert len(recall(conn, query_text="deploy", query_embedding=unit(1), dedup_similarity=1.01)) == 3
+
+
+def test_other_agents_identical_chunk_never_appears(conn):
+    mine = add_chunk(conn, "secret deploy key rotation", agent="a1", vec=unit(1))
+    add_chunk(conn, "secret deploy key rotation", agent="a2", vec=unit(1))
+    add_chunk(conn, "secret deploy key rotation v2", agent="a2", vec=unit(1, 0.001))
+    rows = recall(conn, query_text="secret deploy", query_embedding=unit(1), k=50)
+    assert ids(rows) == [mine]
+
+
+def test_ties_newer_first_then_chunk_id(conn):
+    a = add_chunk(conn, "deploy one", age_days=2, session="t1")
+    b = add_chunk(conn, "deploy two", age_days=1, session="t2")
+    c = add_chunk(conn, "deploy six", age_days=1, session="t3")
+    rows = recall(conn, query_text="deploy", vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
+    assert ids(rows) == [c, b, a]
+
+
+def test_k_limits_rows(conn):
+    for i in range(15):
+        add_chunk(conn, f"deploy {i}", session=f"k{i}")
+    assert len(recall(conn, query_text="deploy", k=4)) == 4
+
+
+def test_stable_name_equals_v1(conn):
+    for i in range(5):
+        add_chunk(conn, f"deploy {i} times", vec=unit(*([0] * i + [1])), session=f"v{i}")
+    args = dict(agent_id="a1", query_text="deploy", query_embedding=unit(1, 2), as_of=AS_OF)
+    names = ", ".join(f"{k} => %({k})s" for k in args)
+    v1 = conn.execute(f"select * from recall.hybrid_recall_v1({names})", args).fetchall()
+    assert v1 == conn.execute(f"select * from recall.hybrid_recall({names})", args).fetchall()
+    assert len(v1) == 5
+
+
+BAD = [
+    (dict(agent_id=None, query_text="x"), "agent_id is required"),
+    (dict(query_text=None), "nothing to search for"),
+    (dict(query_text="   "), "nothing to search for"),
+    (dict(query_embedding=unit(1, dim=3)), "query_embedding has 3 dimensions; this database stores 384"),
+    (dict(query_embedding=np.zeros(DIM, dtype=np.float32)), "query_embedding is all zeros"),
+    (dict(query_text="x", k=0), "k must be between 1 and 1000, got 0"),
+    (dict(query_text="x", k=-1), "k must be between 1 and 1000, got -1"),
+    (dict(query_text="x", k=10**6), "k must be between 1 and 1000, got 1000000"),
+    (dict(query_text="x", token_budget=-1), "token_budget must be >= 0, got -1"),
+    (dict(query_text="x", vector_weight=-0.1), "weights must be finite and >= 0"),
+    (dict(query_text="x", text_weight=float("nan")), "weights must be finite and >= 0"),
+    (dict(query_text="x", half_life=timedelta(0)), "half_life must be a positive interval"),
+    (dict(query_text="x", half_life=timedelta(days=-1)), "half_life must be a positive interval"),
+    (dict(query_text="x", candidates=0), "candidates must be between 1 and 10000"),
+    (dict(query_text="x", min_similarity=2.0), "min_similarity must be between -1 and 1"),
+    (dict(query_text="x", filter="[1]"), "filter must be a JSON object, got a JSON array"),
+    (dict(query_text="x", since=AS_OF, until=AS_OF - timedelta(days=1)), "since .* is after until"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD, ids=[m[:30] for _, m in BAD])
+def test_bad_arguments_are_clear_errors(conn, args, message):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        recall(conn, **args)
