@@ -11,6 +11,9 @@ PYRECALL := $(BIN)/pyrecall
 .DEFAULT_GOAL := help
 .PHONY: help install demo test lint
 
+# DBA targets (db-up, index, tune, explain, stats, ...) live in mk/dba.mk
+-include mk/*.mk
+
 help:  ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 

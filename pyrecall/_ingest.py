@@ -1,0 +1,181 @@
+"""The one ingestion path: sessions and their messages into PostgreSQL, COPY-fast.
+
+Every importer, the Python client and the benchmarks write through :func:`ingest`. Rows are
+copied into temporary staging tables and moved with one INSERT ... SELECT each, inside one
+transaction: a batch lands whole or not at all (never a half-written session). Validation,
+numbering, de-duplication and chunking happen in the database (sql/idempotent/010-messages.sql),
+so a re-import adds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psycopg
+
+from ._errors import ConfigError
+from .importers._records import Message, Session
+
+STAGE = """
+create temp table if not exists pyrecall_stage_sessions
+( session_id text, agent_id text, title text, project text, branch text,
+  started_at timestamptz, ended_at timestamptz, metadata jsonb ) on commit delete rows;
+create temp table if not exists pyrecall_stage_messages
+( ord bigint, session_id text, external_id text, role text, kind text, content text,
+  created_at timestamptz, importance real, metadata jsonb ) on commit delete rows;
+"""
+
+UPSERT_SESSIONS = """
+insert into recall.sessions as s
+  (session_id, agent_id, title, project, branch, started_at, ended_at, metadata)
+select session_id, agent_id, title, project, branch, coalesce(started_at, now()), ended_at,
+       coalesce(metadata, '{}')
+from pyrecall_stage_sessions
+on conflict (session_id) do update
+  set title    = coalesce(excluded.title, s.title),
+      project  = coalesce(excluded.project, s.project),
+      branch   = coalesce(excluded.branch, s.branch),
+      metadata = s.metadata || excluded.metadata
+  where s.agent_id = excluded.agent_id
+    and (s.title, s.project, s.branch, s.metadata) is distinct from
+        (coalesce(excluded.title, s.title), coalesce(excluded.project, s.project),
+         coalesce(excluded.branch, s.branch), s.metadata || excluded.metadata)
+"""
+
+FOREIGN_SESSIONS = """
+select st.session_id, s.agent_id
+from pyrecall_stage_sessions st
+join recall.sessions s using (session_id)
+where s.agent_id <> st.agent_id
+limit 1
+"""
+
+INSERT_MESSAGES = """
+insert into recall.messages
+  (session_id, agent_id, external_id, role, kind, content, created_at, importance, metadata)
+select m.session_id, st.agent_id, m.external_id, m.role, m.kind, m.content,
+       coalesce(m.created_at, st.started_at, now()), coalesce(m.importance, 0.5),
+       coalesce(m.metadata, '{}')
+from pyrecall_stage_messages m
+join pyrecall_stage_sessions st using (session_id)
+order by m.ord
+"""
+
+
+@dataclass
+class IngestReport:
+    sessions: int = 0
+    messages: int = 0           # messages given
+    inserted: int = 0           # of which new (the rest were already stored)
+
+    def __add__(self, other: IngestReport) -> IngestReport:
+        return IngestReport(self.sessions + other.sessions, self.messages + other.messages,
+                            self.inserted + other.inserted)
+
+
+def clean_text(text: str) -> str:
+    """Text PostgreSQL accepts: no NUL, no lone surrogates."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, str):
+        return clean_text(value)
+    return value
+
+
+def clean_json(value: dict) -> str:
+    """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null)."""
+    return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+
+
+def _stable_ids(session: Session) -> list[str]:
+    """External ids for messages the source gives none: a hash of what the message says (and
+    when), numbered among identical ones, so that importing the same file twice matches."""
+    seen: Counter[str] = Counter()
+    ids = []
+    for m in session.messages:
+        if m.external_id:
+            ids.append(m.external_id)
+            continue
+        key = "\x1f".join([m.role, m.kind, m.created_at.isoformat() if m.created_at else "", m.content])
+        digest = hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:32]
+        ids.append(f"h:{digest}:{seen[digest]}")
+        seen[digest] += 1
+    return ids
+
+
+def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: str) -> IngestReport:
+    """Write sessions and their messages in one transaction; return what was new.
+
+    ``agent_id`` is used for sessions that do not name their own.
+
+    >>> ingest(conn, [Session("s1", messages=[Message(None, "user", "text", "hi")])],
+    ...        agent_id="claude-code")  # doctest: +SKIP
+    IngestReport(sessions=1, messages=1, inserted=1)
+    """
+    sessions = [s for s in sessions if s.messages or s.title]
+    report = IngestReport(sessions=len(sessions))
+    if not sessions:
+        return report
+    if not agent_id:
+        raise ConfigError("an agent id is required to ingest sessions")
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(STAGE)
+        with cur.copy("copy pyrecall_stage_sessions (session_id, agent_id, title, project, branch, "
+                      "started_at, ended_at, metadata) from stdin") as cp:
+            for s in sessions:
+                cp.write_row([clean_text(s.session_id), clean_text(s.agent_id or agent_id),
+                              _opt(s.title), _opt(s.project), _opt(s.branch),
+                              s.started_at, s.ended_at, clean_json(s.metadata or {})])
+        ord_ = 0
+        with cur.copy("copy pyrecall_stage_messages (ord, session_id, external_id, role, kind, "
+                      "content, created_at, importance, metadata) from stdin") as cp:
+            for s in sessions:
+                for m, ext in zip(s.messages, _stable_ids(s), strict=True):
+                    cp.write_row([ord_, clean_text(s.session_id), clean_text(ext), m.role, m.kind,
+                                  clean_text(m.content), m.created_at, m.importance,
+                                  clean_json(m.metadata or {})])
+                    ord_ += 1
+        report.messages = ord_
+        clash = cur.execute(FOREIGN_SESSIONS).fetchone()
+        if clash:
+            raise ConfigError(f"session {clash[0]!r} already belongs to agent {clash[1]!r}; "
+                              "a session keeps the agent it was first stored under")
+        cur.execute(UPSERT_SESSIONS)
+        cur.execute(INSERT_MESSAGES)
+        report.inserted = cur.rowcount
+    return report
+
+
+def _opt(value: str | None) -> str | None:
+    return clean_text(value) if value else None
+
+
+def as_message(item: Message | dict) -> Message:
+    """A Message from a Message or a dict with the same keys (role and content required)."""
+    if isinstance(item, Message):
+        return item
+    if not isinstance(item, dict) or "content" not in item:
+        raise ConfigError(f"a message needs at least 'role' and 'content', got {item!r:.80}")
+    return Message(external_id=item.get("external_id") or item.get("id"),
+                   role=item.get("role", "user"), kind=item.get("kind", "text"),
+                   content=item["content"], created_at=item.get("created_at"),
+                   importance=item.get("importance"), metadata=item.get("metadata") or {})

@@ -1,0 +1,220 @@
+"""The embedding job: pending chunks (``embedding IS NULL``) get their vectors.
+
+Work is claimed in batches with ``FOR UPDATE SKIP LOCKED`` inside a transaction that lasts
+until the batch is written: several workers never embed the same chunk, and a worker that dies
+mid-batch releases its claim with its connection, so the next run finds the chunks pending
+again. A failed batch is split until the failing chunk is found; that chunk records the attempt
+and the error and is retried later with exponential backoff; the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+import numpy as np
+import psycopg
+
+from . import _migrate
+from ._embed import Embedder
+from ._errors import DimensionMismatchError, EmbeddingError, TransientEmbeddingError
+
+log = logging.getLogger("pyrecall.worker")
+
+CHANNEL = "recall_chunks"
+BACKOFF_BASE_S = 30          # first retry after 30 s, then 60, 120, ... capped
+BACKOFF_CAP_S = 6 * 3600
+
+
+@dataclass
+class EmbedReport:
+    scanned: int = 0
+    embedded: int = 0
+    skipped: int = 0      # empty text: nothing to embed
+    failed: int = 0       # attempts that failed (chunks stay pending, retried later)
+    cleaned: int = 0
+    pending: int = 0      # still pending at the end (dry run: what would be embedded)
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _where(agent: str | None, since: datetime | None, model: str | None) -> tuple[str, list]:
+    """The pending condition: no embedding (or, re-embedding, another model's)."""
+    cond = ["(c.embed_after is null or c.embed_after <= now())"]
+    params: list = []
+    if model is None:
+        cond.append("c.embedding is null")
+    else:
+        cond.append("(c.embedding is null or c.embedding_model is distinct from %s)")
+        params.append(model)
+    if agent is not None:
+        cond.append("c.agent_id = %s")
+        params.append(agent)
+    if since is not None:
+        cond.append("c.created_at >= %s")
+        params.append(since)
+    return " and ".join(cond), params
+
+
+def count_pending(conn: psycopg.Connection, *, agent: str | None = None, since: datetime | None = None,
+                  model: str | None = None) -> int:
+    where, params = _where(agent, since, model)
+    return conn.execute(f"select count(*) from recall.chunks c where {where}", params).fetchone()[0]
+
+
+def check_dimension(conn: psycopg.Connection, embedder: Embedder) -> None:
+    installed = _migrate.installed_dim(conn)
+    if installed is not None and embedder.dim != installed:
+        raise DimensionMismatchError(
+            f"model {embedder.model} gives {embedder.dim}-dimensional vectors but this database "
+            f"stores {installed}; to switch, run `pyrecall embed --reembed --model {embedder.model}`")
+
+
+def change_dimension(conn: psycopg.Connection, dim: int) -> None:
+    """Re-type the embedding columns to vector(dim), dropping what no longer fits: every
+    embedding, and the vector indexes (re-create them with recall.create_vector_index)."""
+    with conn.transaction():
+        indexes = conn.execute(
+            "select i.indexrelid::regclass::text from pg_index i join pg_class c on c.oid = i.indexrelid "
+            "join pg_am am on am.oid = c.relam where i.indrelid in ('recall.chunks'::regclass, "
+            "'recall.sessions'::regclass) and am.amname in ('hnsw', 'ivfflat', 'diskann')").fetchall()
+        for (name,) in indexes:
+            conn.execute(f"drop index {name}")  # name comes from the catalog, already quoted
+        conn.execute(f"alter table recall.chunks alter column embedding type vector({int(dim)}) using null")
+        conn.execute("update recall.chunks set embedding_model = null, embedded_at = null, "
+                     "embed_attempts = 0, embed_error = null, embed_after = null")
+        conn.execute(f"alter table recall.sessions alter column summary_embedding type vector({int(dim)}) using null")
+        conn.execute("update recall.config set value = to_jsonb(%s::int) where key = 'embedding_dim'", [dim])
+
+
+def cleanup(conn: psycopg.Connection, *, agent: str | None = None) -> int:
+    """Remove chunks whose messages are gone (left by hand-made deletes or an old bug)."""
+    cond, params = ("and c.agent_id = %s", [agent]) if agent else ("", [])
+    cur = conn.execute(
+        f"""delete from recall.chunks c
+            where c.kind <> 'summary' {cond}
+              and exists (select from unnest(c.message_ids) id
+                          where not exists (select from recall.messages m where m.message_id = id))""",
+        params)
+    return cur.rowcount
+
+
+class Worker:
+    """Embeds pending chunks with one embedder.
+
+    >>> Worker(conn, get_embedder()).run()  # doctest: +SKIP
+    EmbedReport(scanned=120, embedded=120, ...)
+    """
+
+    def __init__(self, conn: psycopg.Connection, embedder: Embedder, *, batch_size: int = 64,
+                 agent: str | None = None, since: datetime | None = None, reembed: bool = False,
+                 progress: Callable[[int], None] | None = None):
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.conn, self.embedder, self.batch_size = conn, embedder, batch_size
+        self.agent, self.since = agent, since
+        self.model_filter = embedder.model if reembed else None
+        self.progress = progress
+
+    def run(self, *, max_batches: int | None = None) -> EmbedReport:
+        """Embed until nothing is pending (or max_batches); return the summary."""
+        check_dimension(self.conn, self.embedder)
+        report, start, batches = EmbedReport(), time.perf_counter(), 0
+        while max_batches is None or batches < max_batches:
+            n = self.run_batch(report)
+            if n == 0:
+                break
+            batches += 1
+        report.pending = count_pending(self.conn, agent=self.agent, since=self.since, model=self.model_filter)
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def run_batch(self, report: EmbedReport) -> int:
+        """Claim, embed and write one batch; return how many chunks it claimed."""
+        where, params = _where(self.agent, self.since, self.model_filter)
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                f"select c.chunk_id, c.content from recall.chunks c where {where} "
+                "order by c.chunk_id limit %s for update skip locked",
+                [*params, self.batch_size]).fetchall()
+            if not rows:
+                return 0
+            report.scanned += len(rows)
+            empty = [cid for cid, text in rows if not text.strip()]
+            if empty:  # nothing to embed: parked, never retried
+                self.conn.execute("update recall.chunks set embed_error = 'empty text', "
+                                  "embed_after = 'infinity' where chunk_id = any(%s)", [empty])
+                report.skipped += len(empty)
+            todo = [(cid, text) for cid, text in rows if text.strip()]
+            if todo:
+                self._embed_rows(todo, report)
+        if self.progress:
+            self.progress(len(rows))
+        return len(rows)
+
+    def _embed_rows(self, rows: list[tuple[int, str]], report: EmbedReport) -> None:
+        try:
+            vectors = self.embedder.embed([text for _, text in rows])
+        except (TransientEmbeddingError, EmbeddingError) as exc:
+            if len(rows) > 1 and not isinstance(exc, TransientEmbeddingError):
+                mid = len(rows) // 2          # find the chunk the provider refuses
+                self._embed_rows(rows[:mid], report)
+                self._embed_rows(rows[mid:], report)
+                return
+            self._record_failure([cid for cid, _ in rows], exc)
+            report.failed += len(rows)
+            report.errors.append(str(exc))
+            if isinstance(exc, TransientEmbeddingError):
+                log.warning("embedding provider unavailable, %d chunk(s) stay pending: %s", len(rows), exc)
+            return
+        tokens = [self.embedder.count_tokens(text) for _, text in rows]
+        ids = [cid for cid, _ in rows]
+        self.conn.execute(
+            """update recall.chunks c
+                  set embedding = v.embedding, embedding_model = %s, embedded_at = now(),
+                      n_tokens = greatest(v.n_tokens, 1), embed_attempts = 0, embed_error = null,
+                      embed_after = null
+                 from unnest(%s::bigint[], %s::vector[], %s::int[]) as v(chunk_id, embedding, n_tokens)
+                where c.chunk_id = v.chunk_id""",
+            [self.embedder.model, ids, [np.asarray(v, dtype=np.float32) for v in vectors], tokens])
+        report.embedded += len(rows)
+
+    def _record_failure(self, ids: list[int], exc: Exception) -> None:
+        self.conn.execute(
+            """update recall.chunks
+                  set embed_attempts = embed_attempts + 1,
+                      embed_error = left(%s, 1000),
+                      embed_after = now() + least(%s * power(2, embed_attempts), %s) * interval '1 second'
+                where chunk_id = any(%s)""",
+            [f"{type(exc).__name__}: {exc}", BACKOFF_BASE_S, BACKOFF_CAP_S, ids])
+
+
+def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],
+                *, idle_timeout: float = 30.0, stop: Callable[[], bool] = lambda: False,
+                on_report: Callable[[EmbedReport], None] | None = None) -> None:
+    """Run forever: embed what is pending, then sleep until a NOTIFY on recall_chunks (or
+    idle_timeout, to pick up retries whose backoff ran out). Reconnects when the server goes
+    away, with backoff."""
+    delay = 1.0
+    while not stop():
+        try:
+            with connect() as conn:
+                conn.execute(f"listen {CHANNEL}")
+                worker = make_worker(conn)
+                delay = 1.0
+                while not stop():
+                    report = worker.run()
+                    if on_report and report.scanned:
+                        on_report(report)
+                    for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
+                        pass
+        except psycopg.OperationalError as exc:
+            log.warning("database unavailable (%s); reconnecting in %.0f s", str(exc).strip(), delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
