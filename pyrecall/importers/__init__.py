@@ -1,0 +1,31 @@
+"""Importers: transcript files → neutral records (sessions, messages, problems).
+
+Parsing only; writing the records to the database is the ingestion layer's work.
+
+>>> from pyrecall.importers import parse_any
+>>> result = parse_any("tests/fixtures/importers/claude_code/session.jsonl")
+>>> result.format, len(result.sessions)
+('claude_code', 1)
+"""
+
+from . import claude_code, discord, jsonl, openai_chat
+from ._detect import FORMATS, PARSERS, detect_format, iter_files, parse_any
+from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
+
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "PARSERS",
+    "ROLES",
+    "Message",
+    "ParseResult",
+    "Problem",
+    "Session",
+    "claude_code",
+    "detect_format",
+    "discord",
+    "iter_files",
+    "jsonl",
+    "openai_chat",
+    "parse_any",
+]

@@ -1,0 +1,120 @@
+"""Which importer reads a file, found by looking at its content, and the files of folders."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from .._errors import ImportFormatError
+from . import claude_code, discord, jsonl, openai_chat
+from ._read import JsonDoc, checked
+from ._records import ParseResult
+
+PARSERS: dict[str, Callable[..., ParseResult]] = {
+    "claude_code": claude_code.parse,
+    "jsonl": jsonl.parse,
+    "openai_chat": openai_chat.parse,
+    "discord": discord.parse,
+}
+FORMATS = tuple(PARSERS)
+SUFFIXES = (".jsonl", ".json")
+_HEAD = 1 << 20  # enough to see the first lines, or the keys before a document's messages
+_SNIFF_LINES = 50
+
+
+def detect_format(path: str | os.PathLike) -> str | None:
+    """The format of a transcript file, by its content; None when none fits.
+
+    >>> detect_format("tests/fixtures/importers/discord.json")
+    'discord'
+    """
+    path = checked(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+            whole = not f.read(1)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    text = head.replace(b"\x00", b"").decode("utf-8", "replace").lstrip("\ufeff")
+    if text.lstrip().startswith("["):
+        return _of_document(text)
+    lines = text.splitlines()
+    if not whole:
+        lines = lines[:-1]  # the head may end inside a line
+    for line in [x.strip() for x in lines if x.strip()][:_SNIFF_LINES]:
+        if line in ("{", "["):  # a pretty-printed document
+            return _of_document(text)
+        try:
+            obj = json.loads(line, strict=False)
+        except (ValueError, RecursionError):
+            continue  # a broken line; the next may tell
+        if isinstance(obj, dict) and (fmt := _of_object(obj)):
+            return fmt
+    return None
+
+
+def _of_object(obj: dict) -> str | None:
+    """The format one top-level object (a whole document or one line) belongs to."""
+    if isinstance(obj.get("guild"), dict) and isinstance(obj.get("channel"), dict):
+        return "discord"
+    if isinstance(obj.get("messages"), list):
+        return "openai_chat"
+    kind = obj.get("type")
+    if (("sessionId" in obj and isinstance(kind, str))
+            or (kind == "summary" and "leafUuid" in obj) or kind == "file-history-snapshot"):
+        return "claude_code"
+    if "role" in obj and "content" in obj:
+        return "jsonl"
+    return None
+
+
+def _of_document(text: str) -> str | None:
+    # Read leniently: the head of a large export is a truncated document.
+    root = JsonDoc(text, depth=2).value
+    if isinstance(root, dict):
+        fmt = _of_object(root)
+        return fmt if fmt in ("discord", "openai_chat") else None
+    if isinstance(root, list) and root and isinstance(root[0], dict):
+        if "messages" in root[0] or "role" in root[0]:
+            return "openai_chat"
+    return None
+
+
+def parse_any(path: str | os.PathLike, start_offset: int = 0) -> ParseResult:
+    """Detect the format of ``path`` and parse it.
+
+    >>> parse_any("tests/fixtures/importers/generic.jsonl").format
+    'jsonl'
+    """
+    fmt = detect_format(path)
+    if fmt is None:
+        with open(path, "rb") as f:
+            empty = not f.read(_HEAD).strip()
+        raise ImportFormatError(
+            f"{path}: empty file" if empty
+            else f"{path}: not a recognised transcript format ({', '.join(FORMATS)})")
+    return PARSERS[fmt](path, start_offset=start_offset)
+
+
+def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
+    """The files named, and the .jsonl/.json files under the folders named, in sorted order.
+
+    Hidden folders inside the folders named (``.git``, ...) are not entered; symbolic links
+    to folders are not followed.
+
+    >>> [p.name for p in iter_files(["examples/sessions"])][:1]
+    ['10b1d23c-c2b6-582e-a56c-8d4c39482bb3.jsonl']
+    """
+    for path in map(Path, paths):
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if name.lower().endswith(SUFFIXES):
+                        yield Path(root, name)
+        else:
+            raise ImportFormatError(f"{path}: no such file or folder")

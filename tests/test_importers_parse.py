@@ -1,0 +1,730 @@
+"""The importers' parsing layer: fixtures parsed exactly, broken input reported and survived,
+offsets for incremental reads, format detection, and fuzzing. No database involved."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import math
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyrecall import ImportFormatError
+from pyrecall.importers import (
+    KINDS,
+    ROLES,
+    Problem,
+    claude_code,
+    detect_format,
+    discord,
+    iter_files,
+    jsonl,
+    openai_chat,
+    parse_any,
+)
+from pyrecall.importers._read import clean_text, derived_session_id
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "importers"
+CLAUDE = FIX / "claude_code" / "session.jsonl"
+GENERIC = FIX / "generic.jsonl"
+OPENAI = FIX / "openai_chat.json"
+DISCORD = FIX / "discord.json"
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+# --------------------------------------------------------------------------- fixtures, exactly
+
+PYTEST_FAILURE = (
+    "F\n=================================== FAILURES ===================================\n"
+    "_________________________________ test_login_ok _________________________________\n"
+    ">       assert resp.status_code == 200\nE       assert 401 == 200\n"
+    "tests/test_login.py:14: AssertionError\n1 failed in 0.41s")
+CLAUDE_MESSAGES = [
+    ("u-0001", "user", "text",
+     "tests/test_login.py::test_login_ok fails since this morning, can you fix it?"),
+    ("u-0002", "assistant", "thinking",
+     "A 401 in a login test usually means the token fixture is wrong. Run the test before "
+     "touching anything."),
+    ("u-0003#0", "assistant", "text", "Let me run the test first."),
+    ("u-0003#1", "assistant", "tool_call",
+     'Bash(command="pytest tests/test_login.py -x -q", description="Run the login tests")'),
+    ("u-0004", "tool", "tool_result", PYTEST_FAILURE),
+    ("u-0005", "assistant", "tool_call",
+     'Edit(file_path="/home/dev/invoices/tests/conftest.py", '
+     'old_string="make_token(user_id=1, expires_in=-1)", '
+     'new_string="make_token(user_id=1, expires_in=3600)")'),
+    ("u-0006", "tool", "tool_result",
+     "The file /home/dev/invoices/tests/conftest.py has been updated."),
+    ("u-0007", "assistant", "tool_call",
+     'Bash(command="pytest tests/test_login.py -x -q", description="Run the login tests again")'),
+    ("u-0008", "tool", "tool_result", "..\n2 passed in 0.38s"),
+    ("u-0009#1", "assistant", "text", "Both login tests pass now."),
+    ("u-0010#0", "user", "text", "Thanks! Why did it break today?"),
+    ("u-0011", "assistant", "text",
+     "The fixture created a token that had already expired (`expires_in=-1`); until today the\n"
+     "server did not check expiry. It now issues a token valid for an hour:\n\n```python\n"
+     "@pytest.fixture\ndef token():\n    return make_token(user_id=1, expires_in=3600)\n```"),
+]
+GENERIC_DEPLOY = [
+    ("m1", "user", "text", "Roll out v2.3 to staging"),
+    ("m2", "assistant", "thinking", "Staging uses the blue/green script; check pending migrations first."),
+    ("m3", "assistant", "tool_call", "kubectl rollout status deploy/shop -n staging"),
+    ("m4", "tool", "tool_result", 'deployment "shop" successfully rolled out'),
+    ("m5", "assistant", "text", "v2.3 is live on staging."),
+]
+GENERIC_STANDUP = [
+    ("s1", "user", "text", "What did we ship yesterday?"),
+    ("s2", "assistant", "text", "Yesterday v2.3 went to staging; production is planned for Thursday."),
+]
+OPENAI_MESSAGES = [
+    ("0", "system", "text", "You are the SRE assistant of Acme."),
+    ("1", "user", "text", "The nightly backup failed again: AccessDenied on PutObject."),
+    ("2#1", "assistant", "tool_call", 'get_iam_policy(role="backup-job")'),
+    ("3", "tool", "tool_result",
+     '{"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", '
+     '"Resource": "arn:aws:s3:::acme-backups/*"}]}'),
+    ("4", "assistant", "text",
+     "The role can read but not write: add s3:PutObject on arn:aws:s3:::acme-backups/*."),
+]
+DISCORD_MESSAGES = [
+    ("1200000000000000001", "user", "text", "Is the staging DB down? Getting connection refused on 5432"),
+    ("1200000000000000002", "assistant", "text",
+     "Staging Postgres restarted at 09:12 UTC after an OOM kill; it is back up."),
+    ("1200000000000000004", "user", "text", "[attachment: pg_oom.log]"),
+    ("1200000000000000005", "user", "text", "@OpsBot should we raise shared_buffers or the memory limit?"),
+]
+
+# path, format, problems (line, reason), sessions:
+# (session_id, agent_id, title, project, branch, started_at, ended_at, messages)
+FIXTURES = [
+    (CLAUDE, "claude_code",
+     [(7, "invalid JSON: Unterminated string starting at (column 126)"),
+      (13, "block 0: unknown block type 'server_widget'")],
+     [("5f1c2d9e-7a3b-4c8d-9e0f-1a2b3c4d5e6f", None,
+       "Fix failing login test (expired token fixture)", "/home/dev/invoices", "fix/login-test",
+       "2026-02-03T09:00:00Z", "2026-02-03T09:02:05Z", CLAUDE_MESSAGES)]),
+    (GENERIC, "jsonl", [],
+     [("deploy-2026-02-10", "aria-devops", "Staging rollout v2.3", "shop", "release/2.3",
+       "2026-02-10T08:00:00Z", "2026-02-10T08:03:00Z", GENERIC_DEPLOY),
+      ("standup-2026-02-11", None, None, None, None,
+       "2026-02-11T08:30:00Z", "2026-02-11T09:31:00Z", GENERIC_STANDUP)]),
+    (OPENAI, "openai_chat", [],
+     [("chat-backup-0212", None, "Nightly backup job fails on S3 upload", None, None,
+       "2026-02-12T07:45:00Z", None, OPENAI_MESSAGES)]),
+    (DISCORD, "discord", [(181, "messages[5]: empty content")],
+     [("discord:1150000000000000002", None, "#incidents", None, None,
+       "2026-02-14T09:10:00Z", "2026-02-14T09:15:45Z", DISCORD_MESSAGES)]),
+]
+
+
+@pytest.mark.parametrize("path, fmt, problems, sessions", FIXTURES, ids=lambda x: getattr(x, "name", None))
+def test_fixture(path, fmt, problems, sessions):
+    assert detect_format(path) == fmt
+    result = parse_any(path)
+    assert result.format == fmt
+    assert result.end_offset == path.stat().st_size
+    assert [(p.line, p.reason) for p in result.problems] == problems
+    assert all(p.path == str(path) for p in result.problems)
+    got = [(s.session_id, s.agent_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
+            [(m.external_id, m.role, m.kind, m.content) for m in s.messages])
+           for s in result.sessions]
+    want = [(sid, agent, title, project, branch, utc(start), end and utc(end), messages)
+            for sid, agent, title, project, branch, start, end, messages in sessions]
+    assert got == want
+
+
+def test_claude_code_details():
+    [s] = claude_code.parse(CLAUDE).sessions
+    by_id = {m.external_id: m for m in s.messages}
+    assert s.metadata == {"version": "2.0.31"}
+    assert by_id["u-0001"].metadata == {"is_sidechain": False}
+    assert by_id["u-0001"].created_at == utc("2026-02-03T09:00:00Z")
+    assert by_id["u-0003#1"].metadata == {
+        "parent_uuid": "u-0002", "is_sidechain": False, "model": "claude-sonnet-4-5-20250929",
+        "tool_use_id": "toolu_01", "tool_name": "Bash"}
+    assert by_id["u-0004"].metadata == {
+        "parent_uuid": "u-0003", "is_sidechain": False, "tool_use_id": "toolu_01", "is_error": True}
+    assert by_id["u-0008"].metadata["is_error"] is False
+    assert by_id["u-0006"].metadata["is_error"] is False  # no is_error field at all
+    assert by_id["u-0010#0"].metadata["images"] == 1
+    assert all(m.importance is None for m in s.messages)
+
+
+def test_other_fixture_details():
+    deploy, standup = jsonl.parse(GENERIC).sessions
+    assert [m.importance for m in deploy.messages] == [None, None, None, None, 0.8]
+    assert deploy.messages[2].metadata == {"tool_name": "shell"}
+    assert standup.messages[0].created_at == utc("2026-02-11T08:30:00Z")  # from +01:00
+    assert standup.messages[1].created_at == utc("2026-02-11T09:31:00Z")  # from epoch seconds
+
+    chat = openai_chat.parse(OPENAI).sessions[0].messages
+    assert chat[2].metadata == {"tool_use_id": "call_1", "tool_name": "get_iam_policy"}
+    assert chat[3].metadata == {"tool_use_id": "call_1", "tool_name": "get_iam_policy"}
+
+    [s] = discord.parse(DISCORD).sessions
+    assert s.metadata == {"channel": "incidents", "guild": "Acme Engineering",
+                          "channel_id": "1150000000000000002", "guild_id": "1150000000000000001",
+                          "category": "Ops", "topic": "Production and staging incidents"}
+    first, reply, attachment, _ = s.messages
+    link = "https://discord.com/channels/1150000000000000001/1150000000000000002/"
+    assert first.metadata == {
+        "channel": "incidents", "guild": "Acme Engineering", "author": "alice",
+        "author_id": "3000000000000000001", "permalink": link + "1200000000000000001",
+        "reactions": [{"emoji": "👀", "count": 2}]}
+    assert reply.metadata["reply_to"] == "1200000000000000001"
+    assert reply.metadata["mentions"] == ["alice"]
+    assert attachment.metadata["attachments"] == [{
+        "name": "pg_oom.log",
+        "url": "https://cdn.discordapp.com/attachments/1150000000000000002/4000000000000000001/pg_oom.log"}]
+
+
+def test_example_sessions():
+    files = list(iter_files([ROOT / "examples" / "sessions"]))
+    assert len(files) == 4
+    results = [parse_any(f) for f in files]
+    assert [r.problems for r in results] == [[]] * 4
+    sessions = [s for r in results for s in r.sessions]
+    assert {(s.project, s.branch) for s in sessions} == {("/home/dev/acme-api", "feature/auth")}
+    assert all(s.title and s.session_id == f.stem for s, f in zip(sessions, files, strict=True))
+    messages = [m for s in sessions for m in s.messages]
+    assert {m.kind for m in messages} == set(KINDS)
+    assert sum(m.metadata.get("is_error", False) for m in messages) >= 4
+    assert any("```python" in m.content for m in messages)
+    starts = sorted(s.started_at for s in sessions)
+    assert starts[0].year == 2026 and (starts[-1] - starts[0]).days >= 10
+
+
+@pytest.mark.parametrize("module", ["_read", "claude_code", "jsonl", "openai_chat", "discord",
+                                    "_detect", "__init__"])
+def test_docstring_examples(module, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the examples name files relative to the repository
+    name = "pyrecall.importers" + ("" if module == "__init__" else f".{module}")
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.failed == 0 and result.attempted > 0
+
+
+# --------------------------------------------------------------------------- broken input
+
+
+def cc(uid, content, kind="user", **extra):
+    """One Claude Code line."""
+    line = {"type": kind, "sessionId": "s1", "uuid": uid, "timestamp": "2026-01-05T10:00:00Z",
+            "message": {"role": kind, "content": content}, **extra}
+    return json.dumps(line).encode()
+
+
+def jl(content, **fields):
+    """One generic JSONL line."""
+    return json.dumps({"session_id": "s1", "role": "user", "content": content, **fields}).encode()
+
+
+BAD_CLAUDE = [
+    # name, lines, (external_id, content) expected, (line, reason) expected
+    ("malformed line", [cc("a", "one"), b'{"type": "user", "message": {', cc("b", "two")],
+     [("a", "one"), ("b", "two")], [(2, "invalid JSON: Expecting property name enclosed in double quotes (column 30)")]),
+    ("invalid utf-8", [cc("a", "one"), cc("b", "caf\xe9").replace(b"\\u00e9", b"\xe9"), cc("c", "three")],
+     [("a", "one"), ("b", "caf\ufffd"), ("c", "three")], [(2, "invalid UTF-8 replaced by U+FFFD")]),
+    ("NUL bytes", [cc("a", "o\0ne").replace(b"\\u0000", b"\0"), cc("b", "two")],
+     [("a", "one"), ("b", "two")], [(1, "NUL bytes removed")]),
+    ("escaped NUL", [cc("a", "o\u0000ne")], [("a", "one")], []),
+    ("lone surrogate", [cc("a", "x\ud800y")], [("a", "x\ufffdy")], []),
+    ("binary junk", [cc("a", "one"), b"\x89PNG\r\n"[:-1] + b"\xff\xfe", cc("b", "two")],
+     [("a", "one"), ("b", "two")],
+     [(2, "invalid UTF-8 replaced by U+FFFD"), (2, "invalid JSON: Expecting value (column 1)")]),
+    ("not an object", [b"[1, 2]", b'"text"', cc("a", "one")], [("a", "one")],
+     [(1, "not a JSON object but list"), (2, "not a JSON object but str")]),
+    ("no type", [b'{"sessionId": "s1"}', cc("a", "one")], [("a", "one")], [(1, "line without a type")]),
+    ("other types skipped", [b'{"type": "progress"}', b'{"type": "system", "content": "x"}', cc("a", "one")],
+     [("a", "one")], []),
+    ("unknown block", [cc("a", [{"type": "widget"}, {"type": "text", "text": "kept"}], "assistant")],
+     [("a#1", "kept")], [(1, "block 0: unknown block type 'widget'")]),
+    ("block not an object", [cc("a", ["x", {"type": "text", "text": "kept"}])],
+     [("a#1", "kept")], [(1, "block 0: not an object")]),
+    ("tool_use without name", [cc("a", [{"type": "tool_use", "id": "t", "input": {"x": 1}}], "assistant")],
+     [("a", "(x=1)")], [(1, "block 0: tool_use without a name")]),
+    ("unknown tool_result item", [cc("a", [{"type": "tool_result", "tool_use_id": "t",
+                                           "content": [{"type": "text", "text": "ok"}, {"type": "audio"}]}])],
+     [("a", "ok")], [(1, "block 0: unknown item type 'audio' in tool_result")]),
+    ("empty content", [cc("a", ""), cc("b", "   "), cc("c", [])], [],
+     [(1, "message without content"), (2, "message without content"), (3, "message without content")]),
+    ("empty block beside a full one", [cc("a", [{"type": "text", "text": ""}, {"type": "text", "text": "x"}])],
+     [("a#1", "x")], []),
+    ("image only", [cc("a", [{"type": "image", "source": {}}])], [], []),
+    ("redacted thinking", [cc("a", [{"type": "redacted_thinking", "data": "xx"}], "assistant")], [], []),
+    ("content of another type", [cc("a", 42)], [],
+     [(1, "message content is neither text nor a list of blocks")]),
+    ("no message", [b'{"type": "user", "sessionId": "s1", "message": "hi"}'], [],
+     [(1, "user line without a message object")]),
+    ("missing sessionId", [b'{"type": "user", "uuid": "a", "message": {"content": "hi"}}'], [("a", "hi")],
+     [(1, "line without sessionId: used the file name")]),
+    ("invalid timestamp", [cc("a", "one", timestamp="yesterday")], [("a", "one")], [(1, "invalid timestamp")]),
+    ("summary without text", [b'{"type": "summary", "summary": ""}', cc("a", "one")], [("a", "one")],
+     [(1, "summary line without text")]),
+    ("blank lines and CRLF", [b"", cc("a", "one") + b"\r", b"   ", cc("b", "two") + b"\r"],
+     [("a", "one"), ("b", "two")], []),
+    ("nested too deeply", [b"[" * 100_000 + b"]" * 100_000, cc("a", "one")], [("a", "one")],
+     [(1, "invalid JSON: nested too deeply")]),
+]
+
+BAD_JSONL = [
+    ("no role", [jl("x", role=None), jl("ok")], ["ok"], [(1, "line without role")]),
+    ("unknown role", [jl("x", role="narrator"), jl("ok")], ["ok"], [(1, "unknown role 'narrator'")]),
+    ("role alias", [jl("hi", role="human")], ["hi"], []),
+    ("unknown kind", [jl("x", kind="poem")], ["x"], [(1, "unknown kind 'poem': used 'text'")]),
+    ("content not text", [jl({"a": 1}), jl(None), jl("ok")], ["ok"],
+     [(1, "content is neither text nor a list of text blocks"), (2, "line without content")]),
+    ("text blocks", [jl([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])], ["a\nb"], []),
+    ("empty content", [jl(""), jl(" \n ")], [], [(1, "empty content"), (2, "empty content")]),
+    ("bad importance", [jl("a", importance=2), jl("b", importance="high"), jl("c", importance=True)],
+     ["a", "b", "c"], [(n, "importance is not a number between 0 and 1: ignored") for n in (1, 2, 3)]),
+    ("bad metadata", [jl("a", metadata=[1])], ["a"], [(1, "metadata is not an object: ignored")]),
+    ("bad created_at", [jl("a", created_at="soon"), jl("b", created_at=1e300)], ["a", "b"],
+     [(1, "invalid created_at"), (2, "invalid created_at")]),
+    ("bad session_id", [jl("a", session_id=["x"]), jl("b")], ["b"], [(1, "session_id is not text")]),
+    ("malformed", [jl("a"), b"{oops", jl("b")], ["a", "b"],
+     [(2, "invalid JSON: Expecting property name enclosed in double quotes (column 2)")]),
+]
+
+
+def write(tmp_path: Path, lines: list[bytes], name: str = "t.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize("name, lines, messages, problems", BAD_CLAUDE, ids=[c[0] for c in BAD_CLAUDE])
+def test_bad_claude_code(tmp_path, name, lines, messages, problems):
+    result = claude_code.parse(write(tmp_path, lines, "s1.jsonl"))
+    assert [(p.line, p.reason) for p in result.problems] == problems
+    assert [(m.external_id, m.content) for s in result.sessions for m in s.messages] == messages
+
+
+@pytest.mark.parametrize("name, lines, contents, problems", BAD_JSONL, ids=[c[0] for c in BAD_JSONL])
+def test_bad_jsonl(tmp_path, name, lines, contents, problems):
+    result = jsonl.parse(write(tmp_path, lines))
+    assert [(p.line, p.reason) for p in result.problems] == problems
+    assert [m.content for s in result.sessions for m in s.messages] == contents
+
+
+def test_jsonl_defaults(tmp_path):
+    path = write(tmp_path, [b'{"role": "user", "content": "a"}', b'{"role": "tool", "content": "b", "session_id": 7, "id": 3}'])
+    first, second = jsonl.parse(path).sessions
+    assert first.session_id == derived_session_id(path) and first.session_id.startswith("t-")
+    assert second.session_id == "7" and second.messages[0].external_id == "3"
+    assert (first.messages[0].kind, second.messages[0].kind) == ("text", "tool_result")
+
+
+def test_claude_code_summary_goes_to_its_session(tmp_path):
+    lines = [cc("a", "one"), cc("b", "two", sessionId="s2"),
+             b'{"type": "summary", "summary": "About two", "leafUuid": "b"}',
+             b'{"type": "summary", "summary": "Unplaced", "leafUuid": "zzz"}']
+    s1, s2 = claude_code.parse(write(tmp_path, lines)).sessions
+    assert (s1.title, s2.title) == (None, "About two")
+
+
+def test_claude_code_branch_and_project(tmp_path):
+    lines = [cc("a", "one", cwd="/p", gitBranch="main"), cc("b", "two", cwd="/p/sub", gitBranch="feat/x"),
+             cc("c", "three", gitBranch="")]
+    [s] = claude_code.parse(write(tmp_path, lines)).sessions
+    assert (s.project, s.branch) == ("/p", "feat/x")
+
+
+JSON_DOCS = [
+    # name, parser, text, contents, problems
+    ("openai truncated", openai_chat,
+     '{"title": "t", "messages": [\n {"role": "user", "content": "one"},\n {"role": "assistant", "content": "two"},\n {"role": "user", "cont',
+     ["one", "two"], [(4, "invalid JSON: Unterminated string starting at")]),
+    ("openai list truncated inside a message", openai_chat,
+     '[\n  {\n    "role": "user",\n    "content": "one"\n  },\n  {\n    "role": "user",\n    "content": "two"',
+     ["one"], [(8, "invalid JSON: Expecting ',' delimiter")]),
+    ("openai junk after", openai_chat, '[{"role": "user", "content": "one"}]\n\x89junk',
+     ["one"], [(2, "invalid JSON: extra data after the document")]),
+    ("openai bad messages", openai_chat,
+     '[\n{"role": "narrator", "content": "x"},\n 5,\n{"role": "user", "content": ""},\n'
+     '{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "ok"}]}\n]',
+     ["ok"], [(2, "messages[0]: unknown role 'narrator'"), (None, "messages[1]: not an object"),
+              (4, "messages[2]: empty content"), (5, "messages[3]: unknown part type 'audio'")]),
+    ("openai conversations", openai_chat,
+     '[{"id": "c1", "messages": [{"role": "user", "content": "one"}]},'
+     ' {"messages": [{"role": "user", "content": "two"}]}]', ["one", "two"], []),
+    ("openai not a chat", openai_chat, '{"foo": 1}', [], [(1, "not a chat: no list of messages")]),
+    ("openai empty", openai_chat, "", [], [(1, "invalid JSON: empty document")]),
+    ("discord truncated", discord,
+     '{"guild": {"id": "1", "name": "g"}, "channel": {"id": "2", "name": "c"},\n "messages": [\n'
+     '  {"id": "10", "content": "one", "author": {"name": "a"}},\n  {"id": "11", "content": "tw',
+     ["one"], [(4, "invalid JSON: Unterminated string starting at")]),
+    ("discord bad messages", discord,
+     '{"channel": {"id": "2"}, "messages": [\n{"content": "no id"},\n{"id": "4", "content": "",'
+     ' "embeds": [{"title": "Build", "description": "passed"}]},\n{"id": "5", "content": "x",'
+     ' "timestamp": "never"}]}',
+     ["Build\npassed", "x"], [(2, "messages[0]: message without an id"), (4, "messages[2]: invalid timestamp")]),
+    ("discord no channel", discord, '{"messages": []}', [], [(1, "not a Discord export: no channel")]),
+]
+
+
+@pytest.mark.parametrize("name, parser, text, contents, problems", JSON_DOCS, ids=[c[0] for c in JSON_DOCS])
+def test_bad_json_documents(tmp_path, name, parser, text, contents, problems):
+    path = tmp_path / "doc.json"
+    path.write_text(text)
+    result = parser.parse(path)
+    assert [m.content for s in result.sessions for m in s.messages] == contents
+    # JSON's own messages end with "line X column Y (char Z)": compare their start.
+    assert [(p.line, p.reason[:len(want)]) for p, (_, want) in zip(result.problems, problems, strict=True)] == problems
+    assert result.end_offset == len(text.encode())
+
+
+def test_discord_direct_messages_link(tmp_path):
+    path = tmp_path / "dm.json"
+    path.write_text(json.dumps({"guild": {"id": "0", "name": "Direct Messages"}, "channel": {"id": "9"},
+                                "messages": [{"id": "1", "content": "hi", "author": {"isBot": True}}]}))
+    [m] = discord.parse(path).sessions[0].messages
+    assert (m.role, m.metadata["permalink"]) == ("assistant", "https://discord.com/channels/@me/9/1")
+
+
+def test_problem_str():
+    assert str(Problem("a.jsonl", 3, "invalid JSON")) == "a.jsonl:3: invalid JSON"
+    assert str(Problem("a.jsonl", None, "x")) == "a.jsonl: x"
+
+
+# --------------------------------------------------------------------------- offsets
+
+
+def test_offset_resumes_after_appended_lines(tmp_path):
+    path = write(tmp_path, [cc("a", "one"), cc("b", "two")])
+    first = claude_code.parse(path)
+    assert first.end_offset == path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(cc("c", "three") + b"\n" + b"{broken\n" + cc("d", "four") + b"\n")
+    second = claude_code.parse(path, start_offset=first.end_offset)
+    assert [m.content for m in second.sessions[0].messages] == ["three", "four"]
+    assert [(p.line, p.reason[:12]) for p in second.problems] == [(4, "invalid JSON")]  # line in the file
+    assert second.end_offset == path.stat().st_size
+    third = claude_code.parse(path, start_offset=second.end_offset)
+    assert (third.sessions, third.problems, third.end_offset) == ([], [], second.end_offset)
+
+
+@pytest.mark.parametrize("parser, line", [(claude_code, cc("b", "two")), (jsonl, jl("two"))])
+def test_partial_last_line_is_left_for_next_time(tmp_path, parser, line):
+    path = write(tmp_path, [line.replace(b"two", b"one")])
+    done = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(line[:25])  # a writer in the middle of a line
+    result = parser.parse(path)
+    assert result.end_offset == done and result.problems == []
+    assert [m.content for s in result.sessions for m in s.messages] == ["one"]
+    with open(path, "ab") as f:
+        f.write(line[25:] + b"\n")
+    result = parser.parse(path, start_offset=done)
+    assert [m.content for s in result.sessions for m in s.messages] == ["two"]
+    assert result.end_offset == path.stat().st_size
+
+
+def test_whole_object_without_newline_is_consumed(tmp_path):
+    # A file whose writer never ends the last line must not lose its last message.
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(jl("one") + b"\n" + jl("two"))
+    result = jsonl.parse(path)
+    assert [m.content for m in result.sessions[0].messages] == ["one", "two"]
+    assert result.end_offset == path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(b"\n" + jl("three") + b"\n")
+    assert [m.content for m in jsonl.parse(path, start_offset=result.end_offset).sessions[0].messages] == ["three"]
+
+
+def test_offset_past_the_end_reads_again(tmp_path):
+    path = write(tmp_path, [jl("one")])
+    result = jsonl.parse(path, start_offset=10_000)
+    assert [m.content for m in result.sessions[0].messages] == ["one"]
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (None, "file is shorter than the start offset 10000: read from the start")]
+
+
+def test_documents_are_read_whole(tmp_path):
+    result = openai_chat.parse(OPENAI, start_offset=100)
+    assert len(result.sessions[0].messages) == 5 and result.end_offset == OPENAI.stat().st_size
+
+
+# --------------------------------------------------------------------------- detection
+
+
+DETECT = [
+    # name, file name, content, format
+    ("claude", "a.jsonl", CLAUDE.read_bytes(), "claude_code"),
+    ("claude, broken first line", "a.jsonl", b"{nope\n" + cc("a", "x") + b"\n", "claude_code"),
+    ("claude, summary first", "a.jsonl", b'{"type": "summary", "summary": "s", "leafUuid": "u"}\n', "claude_code"),
+    ("jsonl", "a.jsonl", GENERIC.read_bytes(), "jsonl"),
+    ("jsonl without newline", "a.jsonl", jl("x"), "jsonl"),
+    ("openai object", "a.json", OPENAI.read_bytes(), "openai_chat"),
+    ("openai list", "a.json", b'[{"role": "user", "content": "hi"}]', "openai_chat"),
+    ("openai pretty list", "a.json", b'[\n  {\n    "role": "user",\n    "content": "hi"\n  }\n]\n', "openai_chat"),
+    ("openai conversations", "a.json", b'[{"messages": []}]', "openai_chat"),
+    ("openai truncated", "a.json", b'{\n "messages": [\n  {"role": "us', "openai_chat"),
+    ("discord", "a.json", DISCORD.read_bytes(), "discord"),
+    ("discord one line", "a.json", json.dumps(json.loads(DISCORD.read_text())).encode(), "discord"),
+    ("discord truncated", "a.json", DISCORD.read_bytes()[:700], "discord"),
+    ("discord with BOM", "a.json", b"\xef\xbb\xbf" + DISCORD.read_bytes(), "discord"),
+    ("empty", "a.jsonl", b"", None),
+    ("text", "a.json", b"hello world\n", None),
+    ("other JSON", "a.json", b'{"foo": 1}\n{"bar": 2}\n', None),
+    ("other list", "a.json", b"[1, 2, 3]", None),
+    ("binary", "a.json", bytes(range(256)), None),
+]
+
+
+@pytest.mark.parametrize("name, filename, content, fmt", DETECT, ids=[c[0] for c in DETECT])
+def test_detect_format(tmp_path, name, filename, content, fmt):
+    path = tmp_path / filename
+    path.write_bytes(content)
+    assert detect_format(path) == fmt
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "{}: empty file"),
+    (b"hello", "{}: not a recognised transcript format (claude_code, jsonl, openai_chat, discord)"),
+])
+def test_parse_any_refuses(tmp_path, content, message):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ImportFormatError) as exc:
+        parse_any(path)
+    assert str(exc.value) == message.format(path)
+
+
+@pytest.mark.parametrize("parser", [parse_any, detect_format, claude_code.parse, jsonl.parse,
+                                    openai_chat.parse, discord.parse])
+def test_missing_path(tmp_path, parser):
+    with pytest.raises(ImportFormatError, match=r": no such file$"):
+        parser(tmp_path / "nope.jsonl")
+    with pytest.raises(ImportFormatError, match=r": not a file$"):
+        parser(tmp_path)
+
+
+def test_iter_files(tmp_path):
+    for name in ["b/2.jsonl", "b/1.JSON", "a.jsonl", "notes.txt", ".hidden/x.jsonl", "b/c/3.json"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "explicit.txt").write_text("")
+    found = [p.relative_to(tmp_path).as_posix()
+             for p in iter_files([tmp_path, tmp_path / "explicit.txt"])]
+    assert found == ["a.jsonl", "b/1.JSON", "b/2.jsonl", "b/c/3.json", "explicit.txt"]
+    with pytest.raises(ImportFormatError, match="no such file or folder"):
+        list(iter_files([tmp_path / "nope"]))
+
+
+# --------------------------------------------------------------------------- fuzzing
+
+
+def _oracle(data: bytes) -> str:
+    """Everything the file holds, as the parsers may read it: each line's text, its JSON
+    strings (cleaned as the parsers clean them) and its JSON re-serialised."""
+    pieces = []
+    for raw in data.replace(b"\0", b"").split(b"\n"):
+        text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
+        pieces.append(text)
+        try:
+            obj = json.loads(text, strict=False)
+        except (ValueError, RecursionError):
+            continue
+        stack = [obj]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                pieces.append(clean_text(v))
+            elif isinstance(v, dict):
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                stack.extend(v)
+        try:
+            pieces.append(clean_text(json.dumps(obj, ensure_ascii=False)))
+        except (ValueError, RecursionError):
+            pass
+    return "\n".join(pieces)
+
+
+def check(result, data: bytes, *, exact: bool = True) -> None:
+    """What every parse must guarantee, whatever the input."""
+    assert 0 <= result.end_offset <= len(data)
+    blob = _oracle(data) if exact else None
+    for s in result.sessions:
+        assert isinstance(s.session_id, str) and s.session_id
+        assert s.messages
+        for m in s.messages:
+            assert m.role in ROLES and m.kind in KINDS
+            assert m.content.strip() and "\0" not in m.content
+            m.content.encode("utf-8")  # no lone surrogates: PostgreSQL text would refuse it
+            json.dumps(m.metadata, allow_nan=False).encode("utf-8")  # storable as jsonb
+            assert "\\u0000" not in json.dumps(m.metadata)
+            assert m.created_at is None or m.created_at.utcoffset().total_seconds() == 0
+            assert m.importance is None or (math.isfinite(m.importance) and 0 <= m.importance <= 1)
+            if blob is None:
+                continue
+            # No data from outside the file: tool calls are rendered from their parts, so
+            # each of their words comes from the file; everything else line by line.
+            if m.kind == "tool_call":
+                assert all(w in blob for w in re.findall(r"\w+", m.content)), m.content
+            else:
+                assert all(line in blob for line in m.content.split("\n")), m.content
+    for p in result.problems:
+        assert p.line is None or p.line >= 1
+        assert isinstance(p.reason, str) and p.reason
+
+
+FUZZ = settings(max_examples=150, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def parse_bytes(parser, data: bytes, name: str = "s.jsonl"):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, name)
+        path.write_bytes(data)
+        result = parser.parse(path)
+        # Resuming anywhere within what was consumed must not fail either.
+        parser.parse(path, start_offset=result.end_offset // 2)
+        return result
+
+
+weird_text = st.sampled_from(["", " ", "x\x00y", "\ud800", "é", "```py\nx\n```", "\n", "\u2028"])
+texts = st.text(max_size=20) | weird_text
+scalars = (st.none() | st.booleans() | st.integers() | st.floats() | texts)
+json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=3)
+                           | st.dictionaries(st.text(max_size=6), c, max_size=3), max_leaves=8)
+block = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "thinking", "tool_use", "tool_result", "image",
+                              "redacted_thinking", "widget"]) | json_values},
+    optional={"text": texts | json_values, "thinking": texts, "name": texts | json_values,
+              "id": texts, "input": json_values, "tool_use_id": texts | json_values,
+              "is_error": st.booleans() | json_values,
+              "content": texts | st.lists(st.fixed_dictionaries(
+                  {"type": st.sampled_from(["text", "image", "x"])}, optional={"text": texts}),
+                  max_size=3) | json_values})
+timestamps = st.sampled_from(["2026-01-05T10:00:00Z", "2026-01-05T10:00:00.5+02:00",
+                              "2026-01-05 10:00", "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00",
+                              "not a time", 1767607200, 1767607200123, 1e300, float("nan")]) | json_values
+claude_lines = st.fixed_dictionaries(
+    {"type": st.sampled_from(["user", "assistant", "summary", "system", "file-history-snapshot"])
+     | json_values},
+    optional={"sessionId": st.sampled_from(["s1", "s2", ""]) | json_values,
+              "uuid": st.sampled_from(["u1", "u2", "u3"]) | json_values,
+              "parentUuid": texts | json_values, "isSidechain": st.booleans() | json_values,
+              "timestamp": timestamps, "cwd": texts | json_values, "gitBranch": texts | json_values,
+              "summary": texts | json_values, "leafUuid": st.sampled_from(["u1", "u9"]) | json_values,
+              "message": st.fixed_dictionaries({}, optional={
+                  "content": texts | st.lists(block, max_size=4) | json_values,
+                  "model": texts | json_values}) | json_values})
+# Lines that are mostly right, so that the fuzzing reaches the message-building code.
+good_blocks = (st.fixed_dictionaries({"type": st.just("text"), "text": texts})
+               | st.fixed_dictionaries({"type": st.just("thinking"), "thinking": texts})
+               | st.fixed_dictionaries({"type": st.just("tool_use"), "id": texts, "name": texts,
+                                        "input": st.dictionaries(st.text(max_size=5), json_values, max_size=3)})
+               | st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": texts,
+                                        "content": texts | st.lists(block, max_size=2),
+                                        "is_error": st.booleans()}))
+good_claude_lines = st.fixed_dictionaries(
+    {"type": st.sampled_from(["user", "assistant"]), "sessionId": st.sampled_from(["s1", "s2"]),
+     "uuid": st.sampled_from(["u1", "u2", "u3"]), "timestamp": timestamps,
+     "message": st.fixed_dictionaries({"content": texts | st.lists(good_blocks | block, max_size=4)})},
+    optional={"cwd": texts, "gitBranch": texts, "parentUuid": texts, "isSidechain": st.booleans()})
+claude_lines = good_claude_lines | claude_lines
+jsonl_lines = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": texts},
+    optional={"session_id": st.sampled_from(["s1", "s2"]), "created_at": timestamps,
+              "kind": st.sampled_from(list(KINDS)), "importance": st.floats(0, 1),
+              "metadata": st.dictionaries(st.text(max_size=5), json_values, max_size=3)}) | st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "tool", "human", "x"]) | json_values},
+    optional={"session_id": st.sampled_from(["s1", "s2", 3]) | json_values,
+              "content": texts | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                                          max_size=3) | json_values,
+              "kind": st.sampled_from(list(KINDS)) | json_values, "created_at": timestamps,
+              "importance": st.floats() | json_values, "metadata": json_values,
+              "id": texts | json_values, "agent_id": texts | json_values, "title": texts | json_values})
+
+
+@st.composite
+def line_files(draw, objects):
+    """A file of JSON lines, some of them damaged, perhaps ending in the middle of a line."""
+    out = []
+    for obj in draw(st.lists(objects, max_size=8)):
+        line = json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
+        damage = draw(st.sampled_from(["none"] * 6 + ["cut", "junk", "nul", "bytes"]))
+        if damage == "cut":
+            line = line[:draw(st.integers(0, len(line)))]
+        elif damage == "junk":
+            i = draw(st.integers(0, len(line)))
+            line = line[:i] + draw(st.binary(max_size=4)) + line[i:]
+        elif damage == "nul":
+            line = line.replace(b'"', b'\0"', 1)
+        elif damage == "bytes":
+            line = draw(st.binary(max_size=30))
+        out.append(line)
+    data = b"\n".join(out)
+    return data + b"\n" if draw(st.booleans()) else data
+
+
+@st.composite
+def mutated(draw, source: bytes):
+    """A valid file with a few random edits: cuts, insertions, overwrites, truncation."""
+    data = bytearray(source)
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(data)))
+        op = draw(st.sampled_from(["delete", "insert", "overwrite", "truncate"]))
+        if op == "delete":
+            del data[i:i + draw(st.integers(1, 40))]
+        elif op == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b"\n", b"\0", b"{", b'"']))
+        elif op == "overwrite" and i < len(data):
+            data[i] = draw(st.integers(0, 255))
+        elif op == "truncate":
+            del data[i:]
+    return bytes(data)
+
+
+@FUZZ
+@given(st.binary(max_size=600))
+def test_fuzz_random_bytes(data):
+    for parser in (claude_code, jsonl):
+        check(parse_bytes(parser, data), data)
+    for parser in (openai_chat, discord):
+        check(parse_bytes(parser, data, "d.json"), data, exact=False)
+
+
+@FUZZ
+@given(line_files(claude_lines))
+def test_fuzz_claude_code_lines(data):
+    check(parse_bytes(claude_code, data), data)
+
+
+@FUZZ
+@given(line_files(jsonl_lines))
+def test_fuzz_jsonl_lines(data):
+    check(parse_bytes(jsonl, data), data)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_mutated_files(data):
+    for parser, path in [(claude_code, CLAUDE), (jsonl, GENERIC)]:
+        sample = data.draw(mutated(path.read_bytes()))
+        check(parse_bytes(parser, sample), sample)
+    for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
+        sample = data.draw(mutated(path.read_bytes()))
+        check(parse_bytes(parser, sample, "d.json"), sample, exact=False)
+        detect_format_safely(sample)
+
+
+def detect_format_safely(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "x.json")
+        path.write_bytes(data)
+        assert detect_format(path) in (None, "claude_code", "jsonl", "openai_chat", "discord")
