@@ -167,5 +167,16 @@ def migrate_status(dsn):
         sys.exit(1)
 
 
+def _register_bench() -> None:
+    """`pyrecall bench ...` lives in pyrecall.bench (heavier imports, loaded only when there)."""
+    try:
+        from .bench.cli import bench
+    except ImportError:
+        return
+    main.add_command(bench)
+
+
+_register_bench()
+
 if __name__ == "__main__":
     main()

@@ -105,6 +105,55 @@ as $$
   limit p_n
 $$;
 
+-- _finish: the last step of every recall function. Given candidates and their scores:
+-- order them (score desc, then newer first, then higher chunk_id), drop near-duplicates among
+-- the best max(4k, 40) (a chunk goes when a better one has the same text, or an embedding
+-- within dedup_similarity cosine), keep at most k, and stop at the first row whose running
+-- token total (cumulative_tokens) would exceed token_budget.
+create or replace function recall._finish(
+  p_ids bigint[], p_scores double precision[], p_k int, p_budget int, p_dedup double precision)
+returns table (chunk_id bigint, score double precision, pos bigint, cumulative_tokens bigint)
+language sql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+  with
+  -- the candidates with what the step needs to know of them
+  cand as (
+    select u.chunk_id, u.score, c.created_at, c.content, c.embedding, c.n_tokens
+    from unnest(p_ids, p_scores) as u(chunk_id, score)
+    join recall.chunks c on c.chunk_id = u.chunk_id
+  ),
+  -- the best max(4k, 40), in the final order
+  top as (
+    select x.*, row_number() over (order by x.score desc, x.created_at desc, x.chunk_id desc) as pos
+    from cand x
+    order by pos
+    limit greatest(4 * p_k, 40)
+  ),
+  -- a candidate goes when a better one has the same text or is within p_dedup cosine
+  distinct_ as (
+    select t.*
+    from top t
+    where not exists (
+      select from top b
+      where b.pos < t.pos
+        and (b.content = t.content
+             or (p_dedup <= 1 and b.embedding is not null and t.embedding is not null
+                 and 1 - (b.embedding <=> t.embedding) >= p_dedup)))
+  ),
+  -- running token total in the final order
+  budgeted as (
+    select d.chunk_id, d.score, d.pos,
+           sum(d.n_tokens) over (order by d.pos rows unbounded preceding) as cumulative_tokens,
+           row_number() over (order by d.pos) as rank
+    from distinct_ d
+  )
+  select b.chunk_id, b.score, b.pos, b.cumulative_tokens
+  from budgeted b
+  where b.rank <= p_k and (p_budget is null or b.cumulative_tokens <= p_budget)
+  order by b.pos
+$$;
+
 -- hybrid_recall_v1: see the COMMENT below for the contract
 create or replace function recall.hybrid_recall_v1(
   agent_id           text,
@@ -178,7 +227,7 @@ begin
   -- each candidate once, with its four components
   components as (
     select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, c.n_tokens, c.metadata,
-           c.message_ids, c.embedding,
+           c.message_ids,
            case when c.embedding is not null and hybrid_recall_v1.query_embedding is not null
                 then 1 - (c.embedding <=> hybrid_recall_v1.query_embedding) end as similarity,
            -- text_rank = r / (r + 0.1), r = ts_rank_cd(tsv, query, 1): 0 without a match, -> 1
@@ -204,38 +253,20 @@ begin
     where hybrid_recall_v1.min_similarity is null or x.similarity is null
        or x.similarity >= hybrid_recall_v1.min_similarity
   ),
-  -- the best 4k candidates, in the final order (ties: newer first, then higher chunk_id)
-  top as (
-    select s.*, row_number() over (order by s.score desc, s.created_at desc, s.chunk_id desc) as pos
-    from scored s
-    order by pos
-    limit greatest(4 * hybrid_recall_v1.k, 40)
-  ),
-  -- near-duplicates: a candidate goes when a better one has the same text or is closer than
-  -- dedup_similarity in cosine
-  distinct_ as (
-    select t.*
-    from top t
-    where not exists (
-      select from top b
-      where b.pos < t.pos
-        and (b.content = t.content
-             or (b.embedding is not null and t.embedding is not null
-                 and 1 - (b.embedding <=> t.embedding) >= hybrid_recall_v1.dedup_similarity)))
-  ),
-  -- running token total in score order
-  budgeted as (
-    select d.*, sum(d.n_tokens) over (order by d.pos rows unbounded preceding) as cumulative_tokens,
-           row_number() over (order by d.pos) as rank
-    from distinct_ d
+  -- order, near-duplicate removal, k and the token budget: one shared step
+  finished as (
+    select f.*
+    from recall._finish((select array_agg(x.chunk_id) from scored x),
+                        (select array_agg(x.score) from scored x),
+                        hybrid_recall_v1.k, hybrid_recall_v1.token_budget,
+                        hybrid_recall_v1.dedup_similarity) f
   )
-  select b.chunk_id, b.session_id, b.kind, b.content, b.created_at, b.score, b.similarity,
-         b.text_rank, b.recency, b.importance, b.n_tokens, b.cumulative_tokens, b.metadata,
-         b.message_ids
-  from budgeted b
-  where b.rank <= hybrid_recall_v1.k
-    and (hybrid_recall_v1.token_budget is null or b.cumulative_tokens <= hybrid_recall_v1.token_budget)
-  order by b.pos;
+  select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, x.score, x.similarity,
+         x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
+         x.message_ids
+  from finished f
+  join scored x on x.chunk_id = f.chunk_id
+  order by f.pos;
 end
 $$;
 

@@ -30,6 +30,8 @@ create table recall.sessions
 , metadata          jsonb not null default '{}' check (jsonb_typeof(metadata) = 'object')
 , summary           text
 , summary_embedding vector                     -- typed to vector(dim) below
+, summary_model     text                       -- 'extractive' or the LLM that wrote it
+, summary_at        timestamptz                -- when summary was made (stale: chunks newer)
 , created_at        timestamptz not null default now()
 );
 create index sessions_agent_started_idx on recall.sessions (agent_id, started_at desc);
