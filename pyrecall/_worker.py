@@ -44,9 +44,12 @@ class EmbedReport:
         return asdict(self)
 
 
-def _where(agent: str | None, since: datetime | None, model: str | None) -> tuple[str, list]:
-    """The pending condition: no embedding (or, re-embedding, another model's)."""
-    cond = ["(c.embed_after is null or c.embed_after <= now())"]
+def _where(agent: str | None, since: datetime | None, model: str | None,
+           retry_now: bool = False) -> tuple[str, list]:
+    """The pending condition: no embedding (or, re-embedding, another model's), and not
+    waiting out a backoff (retry_now: failed chunks too; empty ones never)."""
+    cond = ["(c.embed_after is null or c.embed_after <= now()"
+            + (" or c.embed_after < 'infinity')" if retry_now else ")")]
     params: list = []
     if model is None:
         cond.append("c.embedding is null")
@@ -114,18 +117,21 @@ class Worker:
 
     def __init__(self, conn: psycopg.Connection, embedder: Embedder, *, batch_size: int = 64,
                  agent: str | None = None, since: datetime | None = None, reembed: bool = False,
-                 progress: Callable[[int], None] | None = None):
+                 retry_now: bool = False, progress: Callable[[int], None] | None = None):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.conn, self.embedder, self.batch_size = conn, embedder, batch_size
         self.agent, self.since = agent, since
         self.model_filter = embedder.model if reembed else None
+        self.retry_now = retry_now
+        self._after = 0
         self.progress = progress
 
     def run(self, *, max_batches: int | None = None) -> EmbedReport:
         """Embed until nothing is pending (or max_batches); return the summary."""
         check_dimension(self.conn, self.embedder)
         report, start, batches = EmbedReport(), time.perf_counter(), 0
+        self._after = 0   # one pass in chunk_id order: a chunk that failed waits for the next run
         while max_batches is None or batches < max_batches:
             n = self.run_batch(report)
             if n == 0:
@@ -137,14 +143,15 @@ class Worker:
 
     def run_batch(self, report: EmbedReport) -> int:
         """Claim, embed and write one batch; return how many chunks it claimed."""
-        where, params = _where(self.agent, self.since, self.model_filter)
+        where, params = _where(self.agent, self.since, self.model_filter, self.retry_now)
         with self.conn.transaction():
             rows = self.conn.execute(
-                f"select c.chunk_id, c.content from recall.chunks c where {where} "
+                f"select c.chunk_id, c.content from recall.chunks c where {where} and c.chunk_id > %s "
                 "order by c.chunk_id limit %s for update skip locked",
-                [*params, self.batch_size]).fetchall()
+                [*params, self._after, self.batch_size]).fetchall()
             if not rows:
                 return 0
+            self._after = rows[-1][0]
             report.scanned += len(rows)
             empty = [cid for cid, text in rows if not text.strip()]
             if empty:  # nothing to embed: parked, never retried
