@@ -1,0 +1,65 @@
+"""A throwaway, migrated database for one benchmark run, dropped afterwards.
+
+With a DSN: a new database on that server (the role must be allowed to create databases).
+Without: a new embedded PostgreSQL in a temporary directory, stopped and removed at the end,
+so a benchmark never touches the user's own memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from .. import _db, _migrate
+
+
+def _with_db(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@contextmanager
+def scratch_database(dsn: str | None = None, *, dim: int = 384,
+                     settings: dict[str, str] | None = None) -> Iterator[str]:
+    """Yield the URL of a fresh database with the recall schema installed.
+
+    >>> with scratch_database() as url:  # doctest: +SKIP
+    ...     psycopg.connect(url).execute("select count(*) from recall.chunks").fetchone()
+    (0,)
+    """
+    if dsn:
+        name = f"pyrecall_bench_{os.getpid()}"
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"drop database if exists {name} with (force)")
+            admin.execute(f"create database {name}")
+        url = _with_db(dsn, name)
+        try:
+            _install(url, dim)
+            yield url
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute(f"drop database if exists {name} with (force)")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-"))
+    os.chmod(tmp, 0o755)  # the embedded server runs as its own OS user when we are root
+    try:
+        url = _db.start(tmp, settings=settings)
+        _install(url, dim)
+        yield url
+    finally:
+        try:
+            _db.stop(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _install(url: str, dim: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        _migrate.migrate(conn, dim=dim)

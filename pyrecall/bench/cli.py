@@ -1,0 +1,142 @@
+"""``pyrecall bench ...``: retrieval quality (LoCoMo), speed at scale, and peers.
+
+Each command parses its arguments, makes one call into pyrecall.bench, and prints the report:
+JSON with ``--json``, tables otherwise. Progress goes to stderr, so ``--json`` stays clean.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import click
+import psycopg
+
+from .._errors import PyrecallError
+
+
+def _handle_errors(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (PyrecallError, psycopg.Error, OSError, ValueError) as exc:
+            raise click.ClickException(str(exc).strip()) from None
+    return wrapper
+
+
+@contextmanager
+def _progress(enabled: bool = True) -> Iterator[Callable[[str, int], Callable[[int], None]] | None]:
+    """A rich progress display on stderr; yields ``start(label, total) -> advance(n)``."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        def start(label: str, total: int) -> Callable[[int], None]:
+            task = bar.add_task(label, total=total)
+            return lambda n: bar.advance(task, n)
+        yield start
+
+
+def _ks(value: str) -> list[int]:
+    try:
+        ks = sorted({int(x) for x in value.split(",") if x.strip()})
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}") from None
+    if not ks or ks[0] < 1 or ks[-1] > 1000:
+        raise click.BadParameter("each k must be between 1 and 1000")
+    return ks
+
+
+@click.group()
+def bench():
+    """Benchmarks: retrieval quality on LoCoMo, latency at a million chunks, peers.
+
+    \b
+    Example:
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json
+      pyrecall bench latency --chunks 20000 --agents 50
+    """
+
+
+@bench.command("locomo")
+@click.option("--data", "data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A LoCoMo JSON file (a list of conversations with sample_id, conversation, qa).")
+@click.option("--k", "ks", default="5,10,20", show_default=True,
+              help="Cut-offs for evidence recall@k, comma-separated.")
+@click.option("--limit-conversations", type=int, default=None,
+              help="Only the first N conversations (quick runs, CI).")
+@click.option("--limit-questions", type=int, default=None,
+              help="Only the first N questions of each conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@_handle_errors
+def locomo_cmd(data, ks, limit_conversations, limit_questions, as_json, dsn, quiet):
+    """Evidence recall of dense, text, hybrid_recall and session_recall on LoCoMo.
+
+    Each conversation is one agent, loaded into a fresh database through the normal
+    ingestion path and embedded with the local all-MiniLM-L6-v2; questions of categories
+    1-4 are asked through the public SQL functions. Answers are never used.
+
+    \b
+    Example:
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --json
+    """
+    from . import locomo
+
+    with _progress(not quiet) as progress:
+        report = locomo.run(data, dsn=dsn, ks=_ks(ks), limit_conversations=limit_conversations,
+                            limit_questions=limit_questions, progress=progress)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        _print_locomo(report)
+
+
+def _print_locomo(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .locomo import CATEGORIES
+
+    console = Console()
+    metrics = [f"recall@{k}" for k in report["k"]] + ["all@10", "session_recall@5", "mrr"]
+    table = Table(title=f"LoCoMo evidence retrieval — {report['n_questions']} questions, "
+                        f"{report['n_conversations']} conversations ({report['model']})")
+    table.add_column("method")
+    for m in metrics:
+        table.add_column(m, justify="right")
+    table.add_column("p50 ms", justify="right")
+    for name, r in report["methods"].items():
+        table.add_row(name, *(f"{r[m]:.3f}" for m in metrics), f"{r['latency_ms']['p50']:.1f}")
+    console.print(table)
+    cats = Table(title="recall@10 by category")
+    cats.add_column("method")
+    first = next(iter(report["methods"].values()))
+    for c in first["by_category"]:
+        label = CATEGORIES.get(int(c), c)
+        cats.add_column(f"{c} {label} (n={first['by_category'][c]['n']})", justify="right")
+    for name, r in report["methods"].items():
+        cats.add_row(name, *(f"{r['by_category'][c]['recall@10']:.3f}" for c in first["by_category"]))
+    console.print(cats)
+    console.print(f"unparseable or unmatched evidence ids: {report['n_unparseable_evidence']}; "
+                  f"questions without usable evidence: {report['n_skipped_questions']}; "
+                  f"load: {report['load']}")
