@@ -182,3 +182,30 @@ def test_seq_is_dense_per_session(conn, n):
     for i in range(n):
         add(conn, [("user", "text", f"m{i}")])
     assert [r[0] for r in conn.execute("select seq from recall.messages order by seq")] == list(range(1, n + 1))
+
+
+def test_lone_tool_result_first_in_session(conn):
+    add_session(conn)
+    add(conn, [("tool", "tool_result", "orphan output")])
+    assert chunks(conn) == [("tool", 1, 0, "Result:\norphan output")]
+
+
+def test_speaker_name_labels_chunks(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "Hi Mel!", '{"speaker": "Caroline"}'),
+               ("assistant", "text", "Hey Caroline!", '{"speaker": "Melanie"}'),
+               ("user", "text", "Anyone?")])
+    assert [c for *_, c in chunks(conn)] == ["Caroline: Hi Mel!\n\nMelanie: Hey Caroline!", "User: Anyone?"]
+
+
+def test_claude_code_turn_pairs_skip_thinking_and_tools(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "fix the test"),
+               ("assistant", "thinking", "look at it"),
+               ("assistant", "tool_call", "Read(t.py)", '{"tool_use_id": "r1"}'),
+               ("tool", "tool_result", "def test(): ...", '{"tool_use_id": "r1"}'),
+               ("assistant", "text", "Fixed."),
+               ("assistant", "text", "Anything else?")])
+    assert [(k, s) for k, s, _, _ in chunks(conn)] == [
+        ("turn_pair", 1), ("thinking", 2), ("tool", 3), ("message", 6)]
+    assert chunks(conn)[0][3] == "User: fix the test\n\nAssistant: Fixed."

@@ -35,7 +35,8 @@ begin
 end
 $$;
 
--- _message_before_insert: validate, fill agent_id / seq / external_id, skip a re-insert
+-- _message_before_insert: validate, fill agent_id / seq / external_id, skip a re-insert.
+-- One query per row (this runs for every message of a bulk COPY).
 create or replace function recall._message_before_insert()
 returns trigger
 language plpgsql volatile security invoker
@@ -43,16 +44,27 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
   session_agent text;
+  last_seq      int;
+  duplicate     boolean;
   existing      recall.messages;
 begin
   perform recall._check_message(new);
+  new.metadata := coalesce(new.metadata, '{}');
+  -- without an id from the source, a message is identified by what it says and when
+  new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
+    concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
 
-  -- the session must exist and belong to the same agent (RLS hides other agents' sessions,
-  -- so a session of another agent reads as missing: nothing about it leaks)
-  select s.agent_id into session_agent
+  -- the session (locked: serialises seq numbering within it), its last seq, and whether this
+  -- message is already stored. RLS hides other agents' sessions, so a session of another
+  -- agent reads as missing: nothing about it leaks.
+  select s.agent_id,
+         (select max(m.seq) from recall.messages m where m.session_id = s.session_id),
+         exists (select from recall.messages m
+                 where m.session_id = s.session_id and m.external_id = new.external_id)
+    into session_agent, last_seq, duplicate
   from recall.sessions s
   where s.session_id = new.session_id
-  for no key update;                    -- serialises seq numbering within one session
+  for no key update of s;
   if not found then
     raise exception 'session % does not exist: insert it into recall.sessions first',
       coalesce(quote_literal(new.session_id), 'NULL') using errcode = '23503';
@@ -62,32 +74,23 @@ begin
     raise exception 'message agent_id % differs from the agent of session %',
       quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
   end if;
-
-  new.metadata := coalesce(new.metadata, '{}');
-  -- without an id from the source, a message is identified by what it says and when
-  new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
-    concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
-
-  -- a message already stored (same external id, or same seq) is a no-op, not an error
-  select * into existing
-  from recall.messages m
-  where m.session_id = new.session_id
-    and (m.external_id = new.external_id or m.seq = new.seq)
-  order by (m.external_id = new.external_id) desc
-  limit 1;
-  if found then
-    if existing.external_id = new.external_id
-       or (existing.content = new.content and existing.role = new.role and existing.kind = new.kind) then
-      return null;
-    end if;
-    raise exception 'seq % of session % already holds another message', new.seq,
-      quote_literal(new.session_id) using errcode = '23505';
+  if duplicate then
+    return null;                          -- already stored: a no-op, not an error
   end if;
 
   if new.seq is null then
-    select coalesce(max(m.seq), 0) + 1 into new.seq
-    from recall.messages m
-    where m.session_id = new.session_id;
+    new.seq := coalesce(last_seq, 0) + 1;
+  elsif new.seq <= last_seq then
+    -- an explicit seq that is taken: the same message again is a no-op, another is an error
+    select * into existing from recall.messages m
+    where m.session_id = new.session_id and m.seq = new.seq;
+    if found then
+      if existing.content = new.content and existing.role = new.role and existing.kind = new.kind then
+        return null;
+      end if;
+      raise exception 'seq % of session % already holds another message', new.seq,
+        quote_literal(new.session_id) using errcode = '23505';
+    end if;
   end if;
   return new;
 end
@@ -169,9 +172,14 @@ $$;
 -- Text longer than chunk_max_chars becomes several windows (part 0, 1, ...) that overlap.
 create or replace function recall._rechunk(session_ids text[], from_seqs int[])
 returns bigint
-language sql volatile security invoker
+language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+  changed bigint;
+begin
+  -- plpgsql, not sql: the plan of this statement is cached for the session (planning it
+  -- costs milliseconds, more than running it for one message)
   with
   -- settings recorded at install
   conf as (
@@ -185,77 +193,104 @@ as $$
     from unnest(session_ids, from_seqs) as a(session_id, from_seq)
     group by a.session_id
   ),
-  -- their messages from there on, with the turn each belongs to and its tool neighbours
+  -- their messages from there on, each with its neighbours and the turn it belongs to.
+  -- Pairing is done with window functions, not self-joins: linear in the session's length.
   msgs as (
-    select m.*, s.project, s.branch, s.metadata as session_metadata,
+    select m.message_id, m.session_id, m.seq, m.role, m.kind, m.content, m.created_at,
+           m.importance, m.metadata, m.metadata->>'tool_use_id' as tool_use_id,
            max(m.seq) filter (where m.role = 'user' and m.kind = 'text')
              over (partition by m.session_id order by m.seq) as turn_seq,
-           lag(m.seq) over (partition by m.session_id order by m.seq) as prev_seq
+           lag(m.kind) over w as prev_kind,
+           lag(m.metadata ? 'tool_use_id') over w as prev_has_id,
+           lead(m.kind) over w as next_kind,
+           lead(m.metadata ? 'tool_use_id') over w as next_has_id,
+           lead(m.message_id) over w as next_id,
+           lead(m.content) over w as next_content,
+           lead(m.importance) over w as next_importance,
+           lead(m.metadata) over w as next_metadata
     from affected a
     join recall.messages m on m.session_id = a.session_id and m.seq >= a.from_seq
-    join recall.sessions s on s.session_id = m.session_id
+    window w as (partition by m.session_id order by m.seq)
   ),
-  -- the answer of each turn: its first assistant text
-  answers as (
-    select session_id, turn_seq, min(seq) as answer_seq
-    from msgs
-    where role = 'assistant' and kind = 'text' and turn_seq is not null
-    group by session_id, turn_seq
+  -- each message with its turn: the turn's first message (the user text) and its answer (the
+  -- turn's first assistant text)
+  turns as (
+    select x.*,
+           case when x.turn_seq is not null
+                then min(x.seq) filter (where x.role = 'assistant' and x.kind = 'text') over t end as answer_seq,
+           first_value(x.message_id) over t_ord as q_id,
+           first_value(x.role) over t_ord as q_role,
+           first_value(x.content) over t_ord as q_content,
+           first_value(x.created_at) over t_ord as q_created_at,
+           first_value(x.importance) over t_ord as q_importance,
+           first_value(x.metadata) over t_ord as q_metadata
+    from msgs x
+    window t as (partition by x.session_id, x.turn_seq),
+           t_ord as (partition by x.session_id, x.turn_seq order by x.seq)
   ),
-  -- tool results and the call each answers (by tool_use_id, else the call just before)
-  tool_pairs as (
-    select c.session_id, c.seq as call_seq, r.seq as result_seq
-    from msgs c
-    join msgs r on r.session_id = c.session_id and r.kind = 'tool_result' and r.seq > c.seq
-     and (r.metadata->>'tool_use_id' = c.metadata->>'tool_use_id'
-          or (not c.metadata ? 'tool_use_id' and not r.metadata ? 'tool_use_id'
-              and c.seq = r.prev_seq))
-    where c.kind = 'tool_call'
+  -- tool messages with the others of the same tool_use_id: a result knows whether a call of
+  -- its id came before it; a call gets the results of its id
+  tools as (
+    select x.*,
+           max(x.seq) filter (where x.kind = 'tool_call')
+             over (partition by x.session_id, x.tool_use_id order by x.seq) as id_call_seq,
+           string_agg(x.content, E'\n') filter (where x.kind = 'tool_result') over i as id_results,
+           array_agg(x.message_id) filter (where x.kind = 'tool_result') over i as id_result_ids,
+           max(x.importance) filter (where x.kind = 'tool_result') over i as id_result_importance,
+           (array_agg(x.metadata) filter (where x.kind = 'tool_result') over i)[1] as id_result_metadata
+    from turns x
+    window i as (partition by x.session_id, x.tool_use_id)
   ),
   -- one row per chunk before windowing: its anchor message, members and full text
   units as (
-    -- turn pairs
-    select u.session_id, 'turn_pair'::text as kind, u.seq as first_seq,
-           array[u.message_id, a.message_id] as message_ids,
-           recall._speaker(u.role, u.metadata) || ': ' || u.content || E'\n\n' || recall._speaker(a.role, a.metadata) || ': ' || a.content as body,
-           u.created_at, greatest(u.importance, a.importance) as importance,
-           u.metadata || a.metadata as metadata
-    from answers x
-    join msgs u on u.session_id = x.session_id and u.seq = x.turn_seq
-    join msgs a on a.session_id = x.session_id and a.seq = x.answer_seq
+    -- turn pairs, anchored at the question
+    select a.session_id, 'turn_pair'::text as kind, a.turn_seq as first_seq,
+           array[a.q_id, a.message_id] as message_ids,
+           recall._speaker(a.q_role, a.q_metadata) || ': ' || a.q_content || E'\n\n'
+             || recall._speaker(a.role, a.metadata) || ': ' || a.content as body,
+           a.q_created_at as created_at, greatest(a.q_importance, a.importance) as importance,
+           a.q_metadata || a.metadata as metadata
+    from tools a
+    where a.seq = a.answer_seq
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
            recall._speaker(m.role, m.metadata) || ': ' || m.content, m.created_at, m.importance, m.metadata
-    from msgs m
+    from tools m
     where m.kind = 'text'
-      and not exists (select from answers x
-                      where x.session_id = m.session_id and m.seq in (x.turn_seq, x.answer_seq))
+      and not (m.answer_seq is not null
+               and (m.seq = m.answer_seq or (m.role = 'user' and m.seq = m.turn_seq)))
     union all
     -- thinking
     select m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
            m.created_at, m.importance, m.metadata
-    from msgs m
+    from tools m
     where m.kind = 'thinking'
     union all
-    -- tool calls, with their result when it has arrived
+    -- tool calls with their results: by tool_use_id, else the result just after the call
     select c.session_id, 'tool', c.seq,
-           array_remove(array[c.message_id, r.message_id], null),
-           c.content || coalesce(E'\n\nResult:\n' || r.content, ''),
-           c.created_at, greatest(c.importance, coalesce(r.importance, 0)),
-           c.metadata || coalesce(r.metadata, '{}')
-    from msgs c
-    left join tool_pairs p on p.session_id = c.session_id and p.call_seq = c.seq
-    left join msgs r on r.session_id = p.session_id and r.seq = p.result_seq
+           case when c.tool_use_id is not null then array[c.message_id] || coalesce(c.id_result_ids, '{}')
+                when c.next_kind = 'tool_result' and not c.next_has_id then array[c.message_id, c.next_id]
+                else array[c.message_id] end,
+           c.content || coalesce(E'\n\nResult:\n' ||
+             case when c.tool_use_id is not null then c.id_results
+                  when c.next_kind = 'tool_result' and not c.next_has_id then c.next_content end, ''),
+           c.created_at,
+           greatest(c.importance, coalesce(case when c.tool_use_id is not null then c.id_result_importance
+                                                when not c.next_has_id then c.next_importance end, 0)),
+           c.metadata || coalesce(case when c.tool_use_id is not null then c.id_result_metadata
+                                       when c.next_kind = 'tool_result' and not c.next_has_id
+                                       then c.next_metadata end, '{}')
+    from tools c
     where c.kind = 'tool_call'
     union all
     -- tool results no call claims
     select r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
            r.created_at, r.importance, r.metadata
-    from msgs r
+    from tools r
     where r.kind = 'tool_result'
-      and not exists (select from tool_pairs p
-                      where p.session_id = r.session_id and p.result_seq = r.seq)
+      and not coalesce(case when r.tool_use_id is not null then r.id_call_seq is not null
+                            else r.prev_kind = 'tool_call' and not r.prev_has_id end, false)
   ),
   -- fenced code blocks: the odd pieces of a text split at ``` fences
   code_units as (
@@ -327,7 +362,9 @@ as $$
              excluded.metadata)
     returning 1
   )
-  select (select count(*) from written) + (select count(*) from removed)
+  select (select count(*) from written) + (select count(*) from removed) into changed;
+  return changed;
+end
 $$;
 
 -- _redo_from: where the chunks of a session may change when messages at or after seq change:
