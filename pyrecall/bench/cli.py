@@ -140,3 +140,73 @@ def _print_locomo(report: dict) -> None:
     console.print(f"unparseable or unmatched evidence ids: {report['n_unparseable_evidence']}; "
                   f"questions without usable evidence: {report['n_skipped_questions']}; "
                   f"load: {report['load']}")
+
+
+@bench.command("latency")
+@click.option("--chunks", "n_chunks", type=int, default=20_000, show_default=True,
+              help="Chunks in all (each session: 10 exchanges = 20 messages = 10 chunks).")
+@click.option("--agents", "n_agents", type=int, default=50, show_default=True,
+              help="Agents; their sizes follow Zipf's law.")
+@click.option("--queries", "queries_per_class", type=int, default=100, show_default=True,
+              help="Queries per agent size class (small, medium, large).")
+@click.option("--ef-search", type=int, default=40, show_default=True,
+              help="hnsw.ef_search for the raw ANN query and recall.")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@_handle_errors
+def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, seed, as_json, dsn, quiet):
+    """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
+
+    Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
+    timestamps) are loaded through the normal ingestion path into a fresh database; then
+    (a) the exact per-agent vector query, (b) the raw ANN query, (c) hybrid_recall with a
+    2000-token budget and (d) session_recall are timed for small (<= 1,000 chunks), medium
+    (<= 20,000) and large agents.
+
+    \b
+    Example:
+      pyrecall bench latency --chunks 1000000 --agents 1000 --json
+      pyrecall bench latency --chunks 20000 --agents 50
+    """
+    from . import latency
+
+    with _progress(not quiet) as progress:
+        report = latency.run(n_chunks, n_agents, dsn=dsn, seed=seed,
+                             queries_per_class=queries_per_class, ef_search=ef_search,
+                             progress=progress)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        _print_latency(report)
+
+
+def _print_latency(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    ing = report["ingest"]
+    console.print(f"{report['chunks']:,} chunks, {report['messages']:,} messages, "
+                  f"{report['agents']} agents (largest {report['agent_sizes']['largest']:,}, "
+                  f"smallest {report['agent_sizes']['smallest']:,}; by class "
+                  f"{report['agent_sizes']['by_class']})")
+    console.print(f"ingest {ing['messages_per_s']:,.0f} messages/s ({ing['ingest_s']} s); "
+                  f"vectors {report['vectors_s']} s; index build {report['index']['build_s']} s; "
+                  f"database {report['size_gib_per_million_chunks']['database']} GiB per million chunks")
+    table = Table(title=f"latency ms (p50 / p95 / p99) and recall@10 vs exact, "
+                        f"ef_search={report['ef_search']}")
+    for col in ("agents", "n", "(a) exact", "(b) ANN", "ANN r@10", "(c) hybrid_recall",
+                "arm r@10", "(d) session_recall", "(c)/(a) p50"):
+        table.add_column(col, justify="right")
+    for cls, r in report["latency_ms"].items():
+        def trio(x):
+            return f"{x['p50']:.1f} / {x['p95']:.1f} / {x['p99']:.1f}"
+        table.add_row(cls, str(r["n_queries"]), trio(r["exact"]), trio(r["ann"]),
+                      f"{r['ann']['recall@10']:.3f}", trio(r["hybrid"]),
+                      f"{r['hybrid']['vector_arm_recall@10']:.3f}", trio(r["session"]),
+                      f"{r['hybrid_over_exact']['p50']}")
+    console.print(table)

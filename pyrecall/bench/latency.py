@@ -1,0 +1,389 @@
+"""Speed at scale: synthetic agents' memories, loaded through the normal path, then timed.
+
+Data (seeded, reproducible):
+- agents whose sizes follow Zipf's law (a few very large, most small), ``n_chunks`` in all;
+- sessions of 10 user/assistant exchanges (20 messages -> 10 turn_pair chunks), spread over
+  the year before now, turns a minute apart;
+- text drawn from a Zipf vocabulary of pseudo-words, a fifth of each message from the words
+  of the session's topic;
+- 384-dim unit vectors in clusters: topic centre + sub-topic + noise (no model at this scale).
+
+Messages go through :func:`pyrecall._ingest.ingest` (COPY + in-database chunking); vectors are
+written with binary COPY + UPDATE; the ANN index is built by ``recall.create_vector_index``.
+Then, for small / medium / large agents and overall, the p50/p95/p99 latency and recall@10
+(against the exact per-agent answer) of: (a) the exact per-agent query, (b) the raw ANN query
+(HNSW forced, iterative scan), (c) ``recall.hybrid_recall`` with a token budget, (d)
+``recall.session_recall``.
+
+    >>> report = run(n_chunks=20_000, n_agents=50)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from .._ingest import ingest
+from ..importers._records import Message, Session
+
+DIM = 384
+TURNS_PER_SESSION = 10              # exchanges: 20 messages, 10 turn_pair chunks
+N_TOPICS = 256
+SUBTOPICS = 16
+VOCAB = 30_000
+TOPIC_WORDS = 40
+SMALL_MAX = 1_000                   # chunks: small <= 1,000 < medium <= 20,000 < large
+MEDIUM_MAX = 20_000
+CLASSES = ("small", "medium", "large")
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ve", "da", "gu", "zo", "fe",
+             "ri", "an", "el", "on", "is", "ur", "ba", "co", "de", "fi", "ga", "ho", "ju",
+             "ki", "la", "mo", "nu", "pe", "qua", "sa", "te", "vi", "wa", "xe", "yo", "ze"]
+
+
+def size_class(n: int) -> str:
+    return "small" if n <= SMALL_MAX else "medium" if n <= MEDIUM_MAX else "large"
+
+
+def agent_sizes(n_chunks: int, n_agents: int, s: float = 1.0, min_size: int = 10) -> list[int]:
+    """Chunks per agent, Zipf-distributed (rank r gets ~ 1/r^s), summing to n_chunks.
+
+    >>> sizes = agent_sizes(20_000, 50)
+    >>> sum(sizes), sizes[0] > 10 * sizes[-1]
+    (20000, True)
+    """
+    if n_agents < 1 or n_chunks < n_agents * min_size:
+        raise ValueError(f"need at least {min_size} chunks per agent ({n_agents} agents)")
+    weights = np.array([1 / (r ** s) for r in range(1, n_agents + 1)])
+    sizes = np.maximum(min_size, np.floor(weights / weights.sum() * n_chunks)).astype(int)
+    sizes[0] += n_chunks - sizes.sum()
+    return sizes.tolist()
+
+
+class Synth:
+    """The seeded generator of words and vectors."""
+
+    def __init__(self, seed: int = 7):
+        self.rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed + 1)
+        words = set()
+        while len(words) < VOCAB:
+            words.add("".join(rng.choice(SYLLABLES, size=rng.integers(2, 5))))
+        self.words = np.array(sorted(words, key=lambda w: rng.random()))
+        ranks = np.arange(1, VOCAB + 1)
+        self.cdf = np.cumsum(1 / ranks ** 1.07)
+        self.cdf /= self.cdf[-1]
+        self.topic_words = rng.integers(0, VOCAB, size=(N_TOPICS, TOPIC_WORDS))
+        centres = rng.standard_normal((N_TOPICS, DIM)).astype(np.float32)
+        self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+        sub = rng.standard_normal((N_TOPICS, SUBTOPICS, DIM)).astype(np.float32)
+        self.sub = sub / np.linalg.norm(sub, axis=2, keepdims=True)
+
+    def text(self, topic: int, n_words: int) -> str:
+        ids = np.searchsorted(self.cdf, self.rng.random(n_words))
+        own = self.rng.random(n_words) < 0.2
+        ids[own] = self.topic_words[topic, self.rng.integers(0, TOPIC_WORDS, own.sum())]
+        return " ".join(self.words[np.minimum(ids, VOCAB - 1)])
+
+    def query_text(self, topic: int) -> str:
+        n = int(self.rng.integers(3, 8))
+        ids = self.topic_words[topic, self.rng.integers(0, TOPIC_WORDS, n - 1)]
+        return " ".join(self.words[ids]) + " " + self.text(topic, 1)
+
+    def vectors(self, topics: np.ndarray, subs: np.ndarray, noise: float = 0.8) -> np.ndarray:
+        """Unit vectors: topic centre + 0.7 * sub-topic direction + noise of norm ~``noise``."""
+        g = self.rng.standard_normal((len(topics), DIM)).astype(np.float32) / math.sqrt(DIM)
+        v = self.centres[topics] + 0.7 * self.sub[topics, subs] + noise * g
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+@dataclass
+class Agent:
+    agent_id: str
+    size: int
+    topics: np.ndarray              # the topics its sessions are about
+    session_topics: dict[str, int]  # session id -> topic
+
+
+def plan_agents(synth: Synth, sizes: list[int]) -> list[Agent]:
+    agents = []
+    for i, size in enumerate(sizes):
+        n_topics = int(min(N_TOPICS, max(2, round(math.log2(size + 1)))))
+        topics = synth.rng.choice(N_TOPICS, size=n_topics, replace=False)
+        agents.append(Agent(f"agent-{i:05d}", size, topics, {}))
+    return agents
+
+
+def sessions_of(synth: Synth, agent: Agent, now: datetime) -> Iterator[Session]:
+    """The agent's sessions, each TURNS_PER_SESSION exchanges (the last one shorter)."""
+    n_sessions = math.ceil(agent.size / TURNS_PER_SESSION)
+    starts = np.sort(synth.rng.uniform(0, 365 * 86400, n_sessions))
+    for s in range(n_sessions):
+        turns = min(TURNS_PER_SESSION, agent.size - s * TURNS_PER_SESSION)
+        topic = int(agent.topics[synth.rng.integers(0, len(agent.topics))])
+        sid = f"{agent.agent_id}/s{s:05d}"
+        agent.session_topics[sid] = topic
+        started = now - timedelta(days=365) + timedelta(seconds=float(starts[s]))
+        lengths = np.clip(synth.rng.lognormal(3.2, 0.6, 2 * turns), 4, 200).astype(int)
+        messages = [Message(None, "user" if j % 2 == 0 else "assistant", "text",
+                            synth.text(topic, int(lengths[j])), started + timedelta(minutes=j))
+                    for j in range(2 * turns)]
+        yield Session(sid, agent.agent_id, started_at=started, messages=messages)
+
+
+def _pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(p / 100 * len(v)) - 1))]
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    return {"p50": round(_pct(times, 50), 2), "p95": round(_pct(times, 95), 2),
+            "p99": round(_pct(times, 99), 2), "mean": round(statistics.fmean(times), 2) if times else None}
+
+
+# ---------------------------------------------------------------- load
+
+def load(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *, batch_messages: int = 20_000,
+         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    """Ingest every agent's sessions; return messages, seconds spent in ingest, messages/s."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    total = sum(a.size for a in agents) * 2
+    advance = progress("ingesting messages", total) if progress else None
+    batch: list[Session] = []
+    n_batch = n_messages = 0
+    spent = 0.0
+
+    def flush():
+        nonlocal batch, n_batch, spent, n_messages
+        if not batch:
+            return
+        by_agent: dict[str, list[Session]] = {}
+        t = time.perf_counter()
+        for s in batch:
+            by_agent.setdefault(s.agent_id, []).append(s)
+        with conn.transaction():
+            for agent_id, ss in by_agent.items():
+                n_messages += ingest(conn, ss, agent_id=agent_id).inserted
+        spent += time.perf_counter() - t
+        if advance:
+            advance(n_batch)
+        batch, n_batch = [], 0
+
+    for agent in agents:
+        for session in sessions_of(synth, agent, now):
+            batch.append(session)
+            n_batch += len(session.messages)
+            if n_batch >= batch_messages:
+                flush()
+    flush()
+    return {"messages": n_messages, "ingest_s": round(spent, 2),
+            "messages_per_s": round(n_messages / spent, 1) if spent else None}
+
+
+def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *,
+                   batch: int = 100_000,
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None) -> float:
+    """Give every chunk its vector (binary COPY into a temp table, then one UPDATE a batch)."""
+    topic_of = {sid: t for a in agents for sid, t in a.session_topics.items()}
+    rows = conn.execute("select chunk_id, session_id, first_seq from recall.chunks "
+                        "order by chunk_id").fetchall()
+    advance = progress("writing vectors", len(rows)) if progress else None
+    t = time.perf_counter()
+    conn.execute("create temp table if not exists bench_vectors (chunk_id bigint, embedding vector)")
+    for i in range(0, len(rows), batch):
+        part = rows[i:i + batch]
+        topics = np.array([topic_of[sid] for _, sid, _ in part])
+        subs = np.array([(zlib.crc32(sid.encode()) + seq // 2) % SUBTOPICS for _, sid, seq in part])
+        vecs = synth.vectors(topics, subs)
+        with conn.transaction():
+            conn.execute("truncate bench_vectors")
+            with conn.cursor().copy("copy bench_vectors (chunk_id, embedding) from stdin "
+                                    "with (format binary)") as cp:
+                cp.set_types(["int8", "vector"])
+                for (cid, _, _), v in zip(part, vecs, strict=True):
+                    cp.write_row([cid, v])
+            conn.execute("""update recall.chunks c
+                               set embedding = v.embedding, embedding_model = 'synthetic',
+                                   embedded_at = now()
+                              from bench_vectors v where v.chunk_id = c.chunk_id""")
+        if advance:
+            advance(len(part))
+    return time.perf_counter() - t
+
+
+def build_index(conn: psycopg.Connection, *, maintenance_work_mem: str = "4GB") -> dict[str, Any]:
+    """Build the ANN index as a DBA would: recall.create_vector_index where it exists and
+    works, else pgvector's HNSW with its default options."""
+    conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
+    note = None
+    has = conn.execute("select to_regprocedure('recall.create_vector_index(text, jsonb)')").fetchone()[0]
+    t = time.perf_counter()
+    ddl = None
+    if has:
+        try:
+            ddl = conn.execute("select recall.create_vector_index('auto', '{}')").fetchone()[0]
+        except psycopg.Error as exc:
+            note = f"recall.create_vector_index failed, fell back to plain DDL: {str(exc).strip()}"
+            t = time.perf_counter()
+    if ddl is None:
+        conn.execute("create index chunks_embedding_idx on recall.chunks "
+                     "using hnsw (embedding vector_cosine_ops)")
+        ddl = conn.execute("select pg_get_indexdef('recall.chunks_embedding_idx'::regclass)").fetchone()[0]
+    seconds = time.perf_counter() - t
+    conn.execute("reset maintenance_work_mem")
+    return {"build_s": round(seconds, 2), "definition": ddl, "note": note,
+            "maintenance_work_mem": maintenance_work_mem}
+
+
+# ---------------------------------------------------------------- queries
+
+EXACT = """select chunk_id from recall.chunks
+           where agent_id = %s and embedding is not null
+           order by (embedding <=> %s) + 0, chunk_id limit 10"""
+ANN = """select chunk_id from (select chunk_id, embedding <=> %(q)s as d from recall.chunks
+                               where agent_id = %(agent)s order by embedding <=> %(q)s limit 10) x
+         order by d, chunk_id"""
+ARM = "select chunk_id from recall._vector_arm(%s, %s, 100, null, null, null, null, null) limit 10"
+HYBRID = """select chunk_id from recall.hybrid_recall(agent_id => %s, query_text => %s,
+            query_embedding => %s, k => 10, token_budget => 2000)"""
+SESSION = """select chunk_id from recall.session_recall(agent_id => %s, query_text => %s,
+             query_embedding => %s, k => 10, token_budget => 2000)"""
+
+
+@dataclass
+class Query:
+    agent: Agent
+    vector: np.ndarray
+    text: str
+
+
+def make_queries(synth: Synth, agents: list[Agent], per_class: int) -> dict[str, list[Query]]:
+    out: dict[str, list[Query]] = {}
+    for cls in CLASSES:
+        members = [a for a in agents if size_class(a.size) == cls]
+        if not members:
+            continue
+        qs = []
+        for _ in range(per_class):
+            a = members[int(synth.rng.integers(0, len(members)))]
+            topic = int(a.topics[synth.rng.integers(0, len(a.topics))])
+            sub = int(synth.rng.integers(0, SUBTOPICS))
+            qs.append(Query(a, synth.vectors(np.array([topic]), np.array([sub]))[0],
+                            synth.query_text(topic)))
+        out[cls] = qs
+    return out
+
+
+def _timed(conn: psycopg.Connection, query: str, params) -> tuple[float, list[int]]:
+    t = time.perf_counter()
+    rows = conn.execute(query, params).fetchall()
+    return (time.perf_counter() - t) * 1000, [r[0] for r in rows]
+
+
+def measure(conn: psycopg.Connection, queries: dict[str, list[Query]], *, ef_search: int = 40,
+            progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    """Latency and recall@10 vs exact of (a)-(d), per size class and overall."""
+    total = sum(len(q) for q in queries.values())
+    advance = progress("querying", total * 2) if progress else None
+    conn.execute("set hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"set hnsw.ef_search = {int(ef_search)}")
+    per: dict[str, dict[str, list]] = {}
+    for rnd in range(2):                      # round 0 warms the caches; round 1 is measured
+        for cls, qs in queries.items():
+            m = per.setdefault(cls, {k: [] for k in ("exact", "ann", "hybrid", "session",
+                                                     "ann_recall", "arm_recall")})
+            for q in qs:
+                t_a, truth = _timed(conn, EXACT, [q.agent.agent_id, q.vector])
+                with conn.transaction():
+                    conn.execute("set local enable_sort = off")   # only the HNSW index can order
+                    t_b, ann = _timed(conn, ANN, {"q": q.vector, "agent": q.agent.agent_id})
+                _, arm = _timed(conn, ARM, [q.agent.agent_id, q.vector])
+                t_c, _ = _timed(conn, HYBRID, [q.agent.agent_id, q.text, q.vector])
+                t_d, _ = _timed(conn, SESSION, [q.agent.agent_id, q.text, q.vector])
+                if rnd == 1:
+                    n = max(1, len(truth))
+                    m["exact"].append(t_a)
+                    m["ann"].append(t_b)
+                    m["hybrid"].append(t_c)
+                    m["session"].append(t_d)
+                    m["ann_recall"].append(len(set(ann) & set(truth)) / n)
+                    m["arm_recall"].append(len(set(arm) & set(truth)) / n)
+                if advance:
+                    advance(1)
+    out: dict[str, Any] = {}
+    pooled: dict[str, list] = {}
+    for m in per.values():
+        for k, v in m.items():
+            pooled.setdefault(k, []).extend(v)
+    for cls, m in [*per.items(), ("overall", pooled)]:
+        r = {name: _stats(m[name]) for name in ("exact", "ann", "hybrid", "session")}
+        r["ann"]["recall@10"] = round(statistics.fmean(m["ann_recall"]), 4)
+        r["hybrid"]["vector_arm_recall@10"] = round(statistics.fmean(m["arm_recall"]), 4)
+        r["exact"]["recall@10"] = 1.0
+        r["hybrid_over_exact"] = {p: round(r["hybrid"][p] / r["exact"][p], 3) if r["exact"][p] else None
+                                  for p in ("p50", "p95", "p99")}
+        r["n_queries"] = len(m["exact"])
+        out[cls] = r
+    return out
+
+
+# ---------------------------------------------------------------- one run
+
+def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, seed: int = 7,
+        queries_per_class: int = 100, ef_search: int = 40, keep: bool = False,
+        progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    """Generate, load, index and time; return the report of ``pyrecall bench latency --json``."""
+    from ._scratch import scratch_database
+    from .locomo import _connect
+
+    synth = Synth(seed)
+    agents = plan_agents(synth, agent_sizes(n_chunks, n_agents))
+    with scratch_database(dsn) as url, _connect(url) as conn:
+        server = conn.execute("select version()").fetchone()[0]
+        loaded = load(conn, synth, agents, progress=progress)
+        chunks = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+        vectors_s = set_embeddings(conn, synth, agents, progress=progress)
+        t = time.perf_counter()
+        conn.execute("vacuum analyze recall.chunks")
+        conn.execute("vacuum analyze recall.messages")
+        vacuum_s = time.perf_counter() - t
+        index = build_index(conn)
+        t = time.perf_counter()
+        conn.execute("select recall.summarize_sessions()")
+        summarize_s = time.perf_counter() - t
+        sizes = dict(zip(("database", "chunks_total", "chunks_heap", "ann_index", "messages_total"),
+                         conn.execute("""select pg_database_size(current_database()),
+                    pg_total_relation_size('recall.chunks'), pg_relation_size('recall.chunks'),
+                    coalesce((select sum(pg_relation_size(i.indexrelid)) from pg_index i
+                              join pg_class c on c.oid = i.indexrelid join pg_am am on am.oid = c.relam
+                              where i.indrelid = 'recall.chunks'::regclass
+                                and am.amname in ('hnsw', 'diskann')), 0),
+                    pg_total_relation_size('recall.messages')""").fetchone(), strict=True))
+        queries = make_queries(synth, agents, queries_per_class)
+        results = measure(conn, queries, ef_search=ef_search, progress=progress)
+    per_million = 1e6 / chunks if chunks else 0
+    classes = {cls: sum(1 for a in agents if size_class(a.size) == cls) for cls in CLASSES}
+    return {
+        "chunks": chunks, "agents": n_agents, "messages": loaded["messages"],
+        "agent_sizes": {"largest": max(a.size for a in agents), "smallest": min(a.size for a in agents),
+                        "by_class": classes},
+        "ingest": loaded,
+        "vectors_s": round(vectors_s, 2), "vacuum_s": round(vacuum_s, 2),
+        "index": index,
+        "summarize_s": round(summarize_s, 2),
+        "size_bytes": {k: int(v) for k, v in sizes.items()},
+        "size_gib_per_million_chunks": {k: round(int(v) * per_million / 2**30, 3) for k, v in sizes.items()},
+        "ef_search": ef_search,
+        "server": server,
+        "latency_ms": results,
+    }
