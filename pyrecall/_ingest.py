@@ -122,16 +122,18 @@ def _stable_ids(session: Session) -> list[str]:
     return ids
 
 
-def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: str) -> IngestReport:
+def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: str,
+           keep_empty: bool = False) -> IngestReport:
     """Write sessions and their messages in one transaction; return what was new.
 
-    ``agent_id`` is used for sessions that do not name their own.
+    ``agent_id`` is used for sessions that do not name their own. A session without
+    messages is written only with ``keep_empty`` (an importer's empty parse creates nothing).
 
     >>> ingest(conn, [Session("s1", messages=[Message(None, "user", "text", "hi")])],
     ...        agent_id="claude-code")  # doctest: +SKIP
     IngestReport(sessions=1, messages=1, inserted=1)
     """
-    sessions = [s for s in sessions if s.messages or s.title]
+    sessions = [s for s in sessions if s.messages or keep_empty]
     report = IngestReport(sessions=len(sessions))
     if not sessions:
         return report

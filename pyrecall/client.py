@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.types.json import Jsonb
@@ -145,7 +146,8 @@ class Recall:
                     started_at: datetime | None = None, metadata: dict | None = None) -> None:
         """Create a session (or update its title, project, branch, metadata)."""
         _ingest.ingest(self.conn, [Session(session_id, agent_id, title, project, branch,
-                                           started_at, None, metadata or {}, [])], agent_id=agent_id)
+                                           started_at, None, metadata or {}, [])],
+                       agent_id=agent_id, keep_empty=True)
 
     def add_messages(self, session_id: str, messages: Iterable[Message | dict], *,
                      agent_id: str | None = None) -> _ingest.IngestReport:
@@ -175,7 +177,7 @@ class Recall:
         if not query or not query.strip():
             return None, None
         try:
-            return self.embedder.embed([query])[0], None
+            return np.asarray(self.embedder.embed([query])[0], dtype=np.float32), None
         except (EmbeddingError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
@@ -273,7 +275,7 @@ class AsyncRecall:
         if not query or not query.strip():
             return None, None
         try:
-            return (await self.embedder.aembed([query]))[0], None
+            return np.asarray((await self.embedder.aembed([query]))[0], dtype=np.float32), None
         except (EmbeddingError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"

@@ -1,0 +1,103 @@
+"""The Python client end to end: real database, real local embedding model."""
+
+import asyncio
+import socket
+from datetime import datetime, timezone
+
+import pytest
+
+from pyrecall import ConfigError
+from pyrecall._embed import get_embedder
+from pyrecall.client import AsyncRecall, Memory, Recall
+
+T = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+CONVERSATIONS = {
+    "deploy": [("user", "How did we deploy the API container?"),
+               ("assistant", "We build the image with docker compose and run it behind nginx on port 8080.")],
+    "auth": [("user", "Which library handles the login tokens?"),
+             ("assistant", "PyJWT signs the access tokens; refresh tokens are stored hashed in Postgres.")],
+    "food": [("user", "Any idea for dinner?"),
+             ("assistant", "A mushroom risotto with parmesan would be nice.")],
+}
+
+
+@pytest.fixture(scope="session")
+def local_embedder():
+    return get_embedder("local/all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def client(db_url, local_embedder):
+    with Recall(db_url, embedder=local_embedder) as r:
+        for sid, turns in CONVERSATIONS.items():
+            r.add_session(sid, "aria", project="acme-api", branch="main")
+            r.add_messages(sid, [{"role": role, "content": text, "created_at": T} for role, text in turns])
+        yield r
+
+
+def test_add_messages_is_idempotent_and_chunks(client):
+    again = client.add_messages("deploy", [{"role": role, "content": text, "created_at": T}
+                                           for role, text in CONVERSATIONS["deploy"]])
+    assert (again.messages, again.inserted) == (2, 0)
+    assert client.conn.execute("select count(*) from recall.chunks").fetchone()[0] == 3
+
+
+def test_recall_by_meaning_after_embedding(client):
+    report = client.embed_pending()
+    assert (report.embedded, report.pending) == (3, 0)
+    result = client.recall("aria", "shipping the service in a container", k=2)
+    assert result.source == "hybrid" and result.note is None
+    assert isinstance(result[0], Memory) and result[0].session_id == "deploy"
+    assert result[0].similarity is not None and result[0].kind == "turn_pair"
+
+
+def test_recall_budget_and_filters(client):
+    client.embed_pending()
+    result = client.recall("aria", "tokens", token_budget=10_000, filter={"project": "acme-api"},
+                           kinds=["turn_pair"], half_life=7)
+    assert result.tokens == result[-1].cumulative_tokens
+    assert client.recall("aria", "tokens", filter={"project": "other"}).memories == []
+
+
+def test_keyword_fallback_when_provider_is_down(db_url):
+    with socket.socket() as s:                 # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = get_embedder("openai/text-embedding-3-small", api_base=f"http://127.0.0.1:{port}/v1",
+                        api_key="test", dim=384, max_attempts=2, timeout=2)
+    with Recall(db_url, embedder=down) as r:
+        r.add_session("s", "bob")
+        r.add_messages("s", [{"role": "user", "content": "the nginx reverse proxy config"}])
+        result = r.recall("bob", "nginx proxy")
+    assert result.source == "keyword"
+    assert "query embedding failed" in result.note
+    assert [m.session_id for m in result] == ["s"]
+
+
+def test_unknown_option_and_missing_session(client):
+    with pytest.raises(ConfigError, match="unknown recall option"):
+        client.recall("aria", "x", weight=1)
+    with pytest.raises(ConfigError, match="session 'nope' does not exist: pass agent_id"):
+        client.add_messages("nope", [{"role": "user", "content": "hi"}])
+
+
+def test_async_twin(client, db_url, local_embedder):
+    client.embed_pending()
+
+    async def go():
+        async with await AsyncRecall.connect(db_url, embedder=local_embedder) as r:
+            new = await r.add_messages("async-s", [{"role": "user", "content": "a brand new note about kafka"}],
+                                       agent_id="aria")
+            return new, await r.recall("aria", "Which library signs login tokens?", k=1)
+
+    new, result = asyncio.run(go())
+    assert new == 1
+    assert result.source == "hybrid" and result[0].session_id == "auth"
+
+
+def test_forget_session_and_agent(client):
+    assert client.forget(agent_id="aria", session_id="food") == 1
+    assert client.conn.execute("select count(*) from recall.chunks where session_id = 'food'").fetchone()[0] == 0
+    assert client.forget(agent_id="aria") == 2
+    assert client.conn.execute("select count(*) from recall.messages").fetchone()[0] == 0
