@@ -9,8 +9,8 @@ and NUL bytes are removed before sending (PostgreSQL text cannot hold them anywa
     (384, 384)
 """
 
-import asyncio
 import ast
+import asyncio
 import concurrent.futures
 import email.utils
 import json
@@ -20,7 +20,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from . import _config
 from ._errors import ConfigError, EmbeddingError, TransientEmbeddingError
@@ -31,9 +31,9 @@ DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
 KNOWN_LOCAL_DIMS = {"all-MiniLM-L6-v2": 384, "sentence-transformers/all-MiniLM-L6-v2": 384}
 
 
-@runtime_checkable
 class Embedder(Protocol):
-    """What pyrecall needs from an embedding model."""
+    """What pyrecall needs from an embedding model (a static type, not for isinstance:
+    on Python 3.11 isinstance would read ``dim``, which may ask the provider)."""
 
     model: str  # e.g. "local/all-MiniLM-L6-v2" or "openai/text-embedding-3-small"
 
@@ -108,8 +108,7 @@ def _load_local(name: str, device: str) -> tuple[object, threading.Lock]:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:
                 raise ConfigError(
-                    f"model local/{name} needs sentence-transformers: "
-                    "pip install 'pyrecall[local]'"
+                    f"model local/{name} needs sentence-transformers: pip install 'pyrecall[local]'"
                 ) from e
             _MODELS[key] = (SentenceTransformer(source, device=device), threading.Lock())
         return _MODELS[key]
@@ -127,7 +126,10 @@ class LocalEmbedder:
     """
 
     def __init__(
-        self, model: str = LOCAL_PREFIX + DEFAULT_LOCAL_NAME, *, batch_size: int = 64,
+        self,
+        model: str = LOCAL_PREFIX + DEFAULT_LOCAL_NAME,
+        *,
+        batch_size: int = 64,
         device: str = "cpu",
     ):
         name = model.removeprefix(LOCAL_PREFIX).strip()
@@ -150,7 +152,9 @@ class LocalEmbedder:
             return KNOWN_LOCAL_DIMS[self.name]
         st, _ = self._st()
         # renamed in sentence-transformers 5; the old name still works but warns
-        get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+        )
         return get_dim()
 
     @property
@@ -171,8 +175,11 @@ class LocalEmbedder:
         st, lock = self._st()
         with lock:
             vectors = st.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         return vectors.tolist()
 
@@ -195,6 +202,7 @@ class LocalEmbedder:
 # -- litellm ----------------------------------------------------------------------------
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}  # and every 5xx
+MAX_MESSAGE = 300  # characters of a provider's error message kept in ours
 
 
 def _litellm():
@@ -246,8 +254,10 @@ class LiteLLMEmbedder:
         if not model or model.startswith(LOCAL_PREFIX):
             raise ConfigError(f"not a litellm model name: {model!r}")
         for option, value in [
-            ("batch_size", batch_size), ("max_tokens_per_batch", max_tokens_per_batch),
-            ("concurrency", concurrency), ("max_attempts", max_attempts),
+            ("batch_size", batch_size),
+            ("max_tokens_per_batch", max_tokens_per_batch),
+            ("concurrency", concurrency),
+            ("max_attempts", max_attempts),
         ]:
             if value < 1:
                 raise ConfigError(f"{option} must be at least 1, not {value}")
@@ -308,7 +318,8 @@ class LiteLLMEmbedder:
         texts = clean_texts(texts)
         if not texts:
             return []
-        tasks = [asyncio.ensure_future(self._send(b)) for b in self._batches(texts)]
+        failed = asyncio.Event()
+        tasks = [asyncio.ensure_future(self._send(b, failed)) for b in self._batches(texts)]
         try:
             results = await asyncio.gather(*tasks)
         except BaseException:
@@ -336,7 +347,7 @@ class LiteLLMEmbedder:
             self._semaphores[loop] = asyncio.Semaphore(self.concurrency)
         return self._semaphores[loop]
 
-    async def _send(self, texts: list[str]) -> list[list[float]]:
+    async def _send(self, texts: list[str], failed: asyncio.Event) -> list[list[float]]:
         litellm = _litellm()
         import httpx
         import openai
@@ -344,28 +355,41 @@ class LiteLLMEmbedder:
         options = {"dimensions": self.dimensions} if self.dimensions is not None else {}
         for attempt in range(1, self.max_attempts + 1):
             async with self._semaphore():
+                if failed.is_set():  # another batch failed for good while this one waited
+                    raise asyncio.CancelledError
                 try:
                     # litellm's own timeout ends most requests; wait_for is the backstop
                     # for providers that do not pass it on.
                     response = await asyncio.wait_for(
                         litellm.aembedding(
-                            model=self.model, input=texts, api_base=self.api_base,
-                            api_key=self.api_key, timeout=self.timeout,
-                            num_retries=0, max_retries=0, **options,
+                            model=self.model,
+                            input=texts,
+                            api_base=self.api_base,
+                            api_key=self.api_key,
+                            timeout=self.timeout,
+                            num_retries=0,
+                            max_retries=0,
+                            **options,
                         ),
                         self.timeout + 5,
                     )
                 except (openai.APIError, httpx.HTTPError, OSError, TimeoutError) as e:
                     error = e
                 else:
-                    return self._check(response, len(texts))
-            detail = self._describe(error)
-            if not _is_transient(error):
-                raise EmbeddingError(f"{self.model}: {detail}") from error
-            if attempt == self.max_attempts:
-                raise TransientEmbeddingError(
-                    f"{self.model}: gave up after {attempt} attempts: {detail}"
-                ) from error
+                    try:
+                        return self._check(response, len(texts))
+                    except EmbeddingError:
+                        failed.set()
+                        raise
+                detail = self._describe(error)
+                if not _is_transient(error):
+                    failed.set()
+                    raise EmbeddingError(f"{self.model}: {detail}") from error
+                if attempt == self.max_attempts:
+                    failed.set()
+                    raise TransientEmbeddingError(
+                        f"{self.model}: gave up after {attempt} attempts: {detail}"
+                    ) from error
             await asyncio.sleep(self._delay(attempt, error))
         raise AssertionError("unreachable")
 
@@ -374,7 +398,8 @@ class LiteLLMEmbedder:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.retry_after_max)
         # Exponential with jitter, so clients that failed together do not retry together.
-        return min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1)
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        return ceiling * random.uniform(0.5, 1.0)
 
     def _describe(self, error: Exception) -> str:
         import openai
@@ -383,6 +408,8 @@ class LiteLLMEmbedder:
             return f"no answer within {self.timeout:g} s"
         status = getattr(error, "status_code", None)
         message = _provider_message(error)
+        if len(message) > MAX_MESSAGE:  # some providers echo the whole request
+            message = message[: MAX_MESSAGE - 3] + "..."
         return f"{status} {message}" if isinstance(status, int) else message
 
     def _check(self, response, n: int) -> list[list[float]]:
@@ -445,7 +472,7 @@ def _provider_message(error: Exception) -> str:
     >>> _provider_message(E())
     'Bad key'
     """
-    text = str(getattr(error, "message", None) or error).strip()
+    text = str(getattr(error, "message", None) or error).strip()[:20_000]
     match = re.search(r"Error code: \d+ - (.*)$", text, re.S)
     if match:
         body = _parse(match.group(1))

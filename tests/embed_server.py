@@ -15,6 +15,7 @@ Failure modes (each consumed by one request, in the order they were queued):
 | ``"429"`` | 429 with ``Retry-After: retry_after`` (seconds, may be fractional) |
 | ``"500"`` | 500 |
 | ``"401"`` | 401 invalid API key |
+| ``"400"`` | 400 with ``message`` (default "Invalid input") |
 | ``"hang"`` | no reply for ``seconds`` (then 500), or until the server stops |
 | ``"reset"`` | the connection is reset (TCP RST) after the request is read |
 | ``"count"`` | one vector fewer than inputs |
@@ -28,11 +29,10 @@ import random
 import socket
 import struct
 import threading
-import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = {"429", "500", "401", "hang", "reset", "count", "dim"}
+MODES = {"429", "500", "401", "400", "hang", "reset", "count", "dim"}
 MAX_HANG = 30.0  # seconds: a forgotten "hang" never blocks a test run for long
 
 
@@ -181,8 +181,13 @@ def _make_handler(server: EmbedServer) -> type[BaseHTTPRequestHandler]:
             if mode == "500":
                 return self._json(500, _error("The server had an error", "server_error"))
             if mode == "401":
-                msg = _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key")
+                msg = _error(
+                    "Incorrect API key provided", "invalid_request_error", "invalid_api_key"
+                )
                 return self._json(401, msg)
+            if mode == "400":
+                msg = _error(params.get("message", "Invalid input"), "invalid_request_error")
+                return self._json(400, msg)
             if mode == "hang":
                 server._stopping.wait(min(params.get("seconds", MAX_HANG), MAX_HANG))
                 return self._json(500, _error("hung", "server_error"))
@@ -241,13 +246,3 @@ def _error(message: str, type_: str, code: str | None = None) -> dict:
 
 def _b64(v: list[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()
-
-
-def wait_until(predicate, timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass (a bounded loop)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()

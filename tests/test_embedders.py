@@ -1,0 +1,345 @@
+"""The embedders against the real local model and a real HTTP server (tests/embed_server.py).
+
+No mocks: LiteLLMEmbedder talks HTTP to 127.0.0.1, where the server fails on demand.
+"""
+
+import asyncio
+import math
+import socket
+import time
+
+import pytest
+from embed_server import EmbedServer, hash_vector
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyrecall._embed import (
+    LiteLLMEmbedder,
+    LocalEmbedder,
+    clean_texts,
+    get_embedder,
+)
+from pyrecall._errors import ConfigError, EmbeddingError, TransientEmbeddingError
+
+MODEL = "openai/text-embedding-3-small"
+DIM = 8  # of the hash vectors: small, so requests stay small
+
+
+@pytest.fixture(scope="module")
+def local():
+    return LocalEmbedder()
+
+
+@pytest.fixture
+def server():
+    with EmbedServer(vectors="hash", dim=DIM) as s:
+        yield s
+
+
+def remote(server: EmbedServer, **options) -> LiteLLMEmbedder:
+    """A LiteLLMEmbedder pointed at ``server``, with backoff short enough for tests."""
+    options = {"backoff_base": 0.01, "timeout": 5.0, **options}
+    return LiteLLMEmbedder(MODEL, api_base=server.url, api_key="test", **options)
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))  # vectors are unit length
+
+
+# -- local model --------------------------------------------------------------------------
+
+
+def test_local_vectors_are_384_dim_unit(local):
+    vectors = local.embed(["deploy the docker container", "ship the container image"])
+    assert local.model == "local/all-MiniLM-L6-v2"
+    assert local.dim == 384
+    assert [len(v) for v in vectors] == [384, 384]
+    assert all(math.isclose(cosine(v, v), 1.0, abs_tol=1e-5) for v in vectors)
+
+
+def test_local_closer_meaning_scores_higher(local):
+    deploy, ship, bread = local.embed(
+        ["deploy the docker container", "ship the container image", "banana bread recipe"]
+    )
+    assert cosine(deploy, ship) > cosine(deploy, bread) + 0.3
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("hello world", 2),
+        ("unbelievably", 5),  # un ##bel ##ie ##va ##bly
+        ("Hello, world!", 4),
+        ("a\x00b", 1),  # NUL stripped: "ab"
+        ("", 0),
+    ],
+)
+def test_local_count_tokens(local, text, tokens):
+    assert local.count_tokens(text) == tokens
+
+
+def test_local_count_tokens_equals_tokenizer_and_is_not_cut(local):
+    st_model, _ = local._st()
+    text = "PostgreSQL stores agent memories; pgvector ranks them by cosine distance. " * 40
+    n = local.count_tokens(text)
+    assert n == len(st_model.tokenizer.tokenize(text)) > 256
+    assert local.max_tokens == 254
+
+
+def test_local_ignores_text_past_256_word_pieces(local):
+    head = "the migration adds an index on the memories table " * 40  # > 256 pieces
+    a, b = local.embed([head, head + "and a completely different banana bread recipe"])
+    assert cosine(a, b) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_local_aembed_equals_embed(local):
+    texts = ["one memory", "another memory"]
+    assert asyncio.run(local.aembed(texts)) == local.embed(texts)
+
+
+# -- shared input rules -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("texts", "error", "message"),
+    [
+        ([""], ValueError, "texts[0] is empty or whitespace only"),
+        (["ok", " \n\t"], ValueError, "texts[1] is empty or whitespace only"),
+        (["\x00 "], ValueError, "texts[0] is empty or whitespace only"),
+        (["ok", None], TypeError, "texts[1] is NoneType, not str"),
+        ("a str", TypeError, "texts must be a list of strings, not a str"),
+    ],
+)
+def test_bad_input_is_refused_before_sending(local, server, texts, error, message):
+    for embedder in (local, remote(server)):
+        with pytest.raises(error) as exc:
+            embedder.embed(texts)
+        assert str(exc.value) == message
+    assert server.requests == 0
+
+
+def test_nul_bytes_are_stripped(local, server):
+    assert clean_texts(["a\x00b", "c"]) == ["ab", "c"]
+    assert local.embed(["dock\x00er"]) == local.embed(["docker"])
+    assert remote(server).embed(["dock\x00er"]) == [hash_vector("docker", DIM)]
+    assert server.batches == [["docker"]]
+
+
+def test_empty_list_sends_nothing(local, server):
+    assert local.embed([]) == []
+    assert remote(server).embed([]) == []
+    assert server.requests == 0
+
+
+def test_get_embedder(monkeypatch):
+    monkeypatch.delenv("PYRECALL_EMBED_MODEL", raising=False)
+    assert isinstance(get_embedder(), LocalEmbedder)
+    assert get_embedder().model == "local/all-MiniLM-L6-v2"
+    monkeypatch.setenv("PYRECALL_EMBED_MODEL", MODEL)
+    e = get_embedder(dimensions=256, batch_size=10)
+    assert isinstance(e, LiteLLMEmbedder)
+    assert (e.model, e.dim, e.batch_size) == (MODEL, 256, 10)
+    assert get_embedder("local/all-MiniLM-L6-v2", batch_size=8).batch_size == 8
+    with pytest.raises(ConfigError, match=r"no model name in 'local/'"):
+        get_embedder("local/")
+    with pytest.raises(ConfigError, match="concurrency must be at least 1, not 0"):
+        get_embedder(MODEL, concurrency=0)
+
+
+# -- litellm: success ---------------------------------------------------------------------
+
+
+def test_litellm_round_trip_equals_local_model(local):
+    texts = ["deploy the docker container", "ship the container image", "banana bread recipe"]
+    with EmbedServer(vectors="local") as server:
+        e = remote(server)
+        vectors = e.embed(texts)
+    assert e.dim == 384
+    expected = local.embed(texts)
+    assert (
+        max(
+            abs(a - b)
+            for v, w in zip(vectors, expected, strict=True)
+            for a, b in zip(v, w, strict=True)
+        )
+        < 1e-5
+    )
+
+
+def test_litellm_discovers_dim_or_passes_dimensions(server):
+    e = remote(server)
+    assert e.dim == DIM  # asks once
+    assert server.requests == 1
+    e = remote(server, dimensions=4)
+    assert e.embed(["x"]) == [hash_vector("x", 4)]
+
+
+def test_litellm_count_tokens():
+    e = LiteLLMEmbedder(MODEL)
+    assert e.count_tokens("hello world") == 2
+    assert e.count_tokens("a\x00b") == e.count_tokens("ab")
+
+
+def test_litellm_embed_inside_running_loop(server):
+    e = remote(server)
+
+    async def caller():
+        return e.embed(["inside a loop"])  # a thread with its own loop does the work
+
+    assert asyncio.run(caller()) == [hash_vector("inside a loop", DIM)]
+
+
+# -- litellm: batching and concurrency ----------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [64, 256, 1000])
+def test_batches_by_count_in_order(server, batch_size):
+    texts = [f"memory number {i}" for i in range(1000)]
+    vectors = remote(server, batch_size=batch_size).embed(texts)
+    assert server.requests == math.ceil(1000 / batch_size)
+    assert max(len(b) for b in server.batches) == batch_size
+    assert vectors == [hash_vector(t, DIM) for t in texts]
+
+
+def test_batches_by_tokens(server):
+    texts = ["one two three four five"] * 10  # 5 tokens each
+    remote(server, max_tokens_per_batch=12).embed(texts)
+    assert [len(b) for b in server.batches] == [2, 2, 2, 2, 2]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    texts=st.lists(
+        st.text(st.characters(codec="utf-8"), min_size=1).filter(str.strip), max_size=30
+    ),
+    batch_size=st.integers(1, 8),
+    max_tokens=st.integers(1, 40),
+)
+def test_batches_respect_both_limits(texts, batch_size, max_tokens):
+    e = LiteLLMEmbedder(MODEL, batch_size=batch_size, max_tokens_per_batch=max_tokens)
+    texts = clean_texts(texts)
+    if not texts:
+        return
+    batches = e._batches(texts)
+    assert [t for b in batches for t in b] == texts
+    for b in batches:
+        assert 1 <= len(b) <= batch_size
+        # a single text over the limit still goes, alone
+        assert len(b) == 1 or sum(map(e.count_tokens, b)) <= max_tokens
+
+
+def test_concurrency_limit(server):
+    server.delay = 0.2  # so requests overlap
+    start = time.monotonic()
+    remote(server, batch_size=1, concurrency=3).embed([f"t{i}" for i in range(9)])
+    assert server.requests == 9
+    assert server.max_concurrent == 3
+    assert time.monotonic() - start < 9 * 0.2  # they did overlap
+
+
+def test_concurrency_limit_holds_across_calls_on_one_loop(server):
+    server.delay = 0.2
+    e = remote(server, batch_size=1, concurrency=2)
+
+    async def both():
+        return await asyncio.gather(e.aembed(["a", "b", "c"]), e.aembed(["d", "e", "f"]))
+
+    assert asyncio.run(both()) == [
+        [hash_vector(t, DIM) for t in "abc"],
+        [hash_vector(t, DIM) for t in "def"],
+    ]
+    assert server.max_concurrent == 2
+
+
+# -- litellm: failures --------------------------------------------------------------------
+
+
+def test_retries_429_after_retry_after(server):
+    server.fail("429", times=2, retry_after=0.5)
+    start = time.monotonic()
+    assert remote(server).embed(["x"]) == [hash_vector("x", DIM)]
+    assert server.requests == 3
+    assert time.monotonic() - start >= 1.0  # 2 x Retry-After, not the 0.01 s backoff
+
+
+def test_retry_after_is_capped(server):
+    server.fail("429", retry_after=3600)
+    start = time.monotonic()
+    remote(server, retry_after_max=0.1).embed(["x"])
+    assert server.requests == 2
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("mode", ["500", "429", "reset"])
+def test_retries_transient_failures(server, mode):
+    server.fail(mode, times=2)
+    assert remote(server).embed(["x", "y"]) == [hash_vector("x", DIM), hash_vector("y", DIM)]
+    assert server.requests == 3
+
+
+def test_gives_up_after_max_attempts(server):
+    server.fail("500", times=100)
+    with pytest.raises(TransientEmbeddingError) as exc:
+        remote(server, max_attempts=3).embed(["x"])
+    assert str(exc.value) == f"{MODEL}: gave up after 3 attempts: 500 The server had an error"
+    assert server.requests == 3
+
+
+def test_timeout_on_hang(server):
+    server.fail("hang", times=2, seconds=20)
+    start = time.monotonic()
+    with pytest.raises(TransientEmbeddingError) as exc:
+        remote(server, timeout=0.5, max_attempts=2).embed(["x"])
+    assert str(exc.value) == f"{MODEL}: gave up after 2 attempts: no answer within 0.5 s"
+    assert server.requests == 2
+    assert time.monotonic() - start < 3
+
+
+def test_refused_connection_is_transient():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    e = LiteLLMEmbedder(
+        MODEL,
+        api_base=f"http://127.0.0.1:{port}/v1",
+        api_key="test",
+        max_attempts=2,
+        backoff_base=0.01,
+    )
+    with pytest.raises(TransientEmbeddingError, match="gave up after 2 attempts"):
+        e.embed(["x"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("401", "401 Incorrect API key provided"),
+        ("400", "400 Invalid input"),
+        ("count", "sent 2 texts, got 1 vectors"),
+        ("dim", "expected vectors of 8 dimensions, got 7"),
+    ],
+)
+def test_permanent_failures_raise_at_once(server, mode, message):
+    server.fail(mode, times=10)
+    with pytest.raises(EmbeddingError) as exc:
+        remote(server, dim=DIM).embed(["x", "y"])
+    assert type(exc.value) is EmbeddingError  # not the transient kind
+    assert str(exc.value) == f"{MODEL}: {message}"
+    assert server.requests == 1
+
+
+def test_failure_of_one_batch_stops_the_rest(server):
+    server.delay = 0.1
+    server.fail("401")
+    with pytest.raises(EmbeddingError):
+        remote(server, batch_size=1, concurrency=1).embed([f"t{i}" for i in range(20)])
+    time.sleep(0.3)  # a task left running would keep sending
+    assert server.requests < 5
+
+
+def test_long_provider_message_is_cut(server):
+    server.fail("400", message="input too long: " + "x" * 5000)
+    with pytest.raises(EmbeddingError) as exc:
+        remote(server).embed(["x"])
+    assert str(exc.value) == f"{MODEL}: 400 input too long: " + "x" * 281 + "..."
+    assert server.requests == 1
