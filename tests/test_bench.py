@@ -1,0 +1,122 @@
+"""The benchmarks, small: the code paths of `pyrecall bench locomo` (one conversation) and
+`pyrecall bench latency` (20k chunks) run end to end, and their reports have the documented
+shape with values in range. No figure is asserted: CI measures nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pyrecall.bench import latency, locomo
+from pyrecall.cli import main
+
+LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+
+
+@pytest.mark.parametrize("raw, ids, bad", [
+    (["D1:3"], ["D1:3"], 0),
+    (["D8:6; D9:17"], ["D8:6", "D9:17"], 0),
+    (["D30:05"], ["D30:5"], 0),
+    (["D:11:26"], [], 1),
+    (["D"], [], 1),
+    (["D1:3", "D1:3"], ["D1:3"], 0),
+])
+def test_parse_evidence(raw, ids, bad):
+    assert locomo.parse_evidence(raw) == (ids, bad)
+
+
+@pytest.mark.parametrize("text, iso", [
+    ("1:56 pm on 8 May, 2023", "2023-05-08T13:56:00+00:00"),
+    ("10:37 am on 27 June, 2023", "2023-06-27T10:37:00+00:00"),
+    ("12:09 am on 13 September,  2023", "2023-09-13T00:09:00+00:00"),
+])
+def test_parse_date(text, iso):
+    assert locomo.parse_date(text).isoformat() == iso
+
+
+def _q(evidence, sessions):
+    return locomo.Question("a", "q", 1, evidence, set(sessions), datetime(2024, 1, 1, tzinfo=UTC))
+
+
+DIA = {1: "D1:1", 2: "D1:2", 3: "D2:1", 4: "D2:2", 5: "D3:1"}
+
+
+@pytest.mark.parametrize("ranking, evidence, sessions, expect", [
+    # a turn pair covers both of its turns
+    ([("s1", [1, 2])], ["D1:2"], ["s1"], {"recall@1": 1.0, "all@10": 1.0, "mrr": 1.0}),
+    # half the evidence found, at rank 2
+    ([("s3", [5]), ("s1", [1, 2])], ["D1:1", "D2:1"], ["s1", "s2"],
+     {"recall@1": 0.0, "recall@2": 0.5, "all@10": 0.0, "session_recall@5": 0.0, "mrr": 0.5}),
+    # nothing returned
+    ([], ["D1:1"], ["s1"], {"recall@1": 0.0, "all@10": 0.0, "session_recall@5": 0.0, "mrr": 0.0}),
+    # both sessions among the first five distinct ones, though the turns are not all there
+    ([("s2", [3]), ("s2", [4]), ("s1", [2])], ["D1:1", "D2:1"], ["s1", "s2"],
+     {"recall@2": 0.5, "recall@3": 0.5, "session_recall@5": 1.0, "mrr": 1.0}),
+])
+def test_score_ranking(ranking, evidence, sessions, expect):
+    got = locomo.score_ranking(ranking, _q(evidence, sessions), DIA, [1, 2, 3])
+    assert {k: got[k] for k in expect} == expect
+
+
+def test_conversation_sessions_map_turns_to_messages():
+    sample = {"sample_id": "c", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi"},
+                      {"speaker": "Bob", "dia_id": "D1:2", "text": "Look", "blip_caption": "a cat"}]}}
+    (s,) = locomo.conversation_sessions(sample, "c")
+    assert [(m.role, m.external_id, m.content, m.metadata["speaker"]) for m in s.messages] == [
+        ("user", "D1:1", "Hi", "Ann"), ("assistant", "D1:2", "Look [shares a photo: a cat]", "Bob")]
+    assert s.messages[1].metadata["blip_caption"] == "a cat"
+    assert (s.messages[1].created_at - s.messages[0].created_at).total_seconds() == 60
+
+
+def test_agent_sizes_are_zipf_and_sum():
+    sizes = latency.agent_sizes(20_000, 50)
+    assert sum(sizes) == 20_000 and sizes == sorted(sizes, reverse=True) and min(sizes) >= 10
+
+
+def _in_unit(x):
+    return isinstance(x, float | int) and 0.0 <= x <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCOMO.exists(), reason=f"{LOCOMO} is not there")
+def test_bench_locomo_one_conversation(server_url):
+    result = CliRunner().invoke(main, [
+        "bench", "locomo", "--data", str(LOCOMO), "--limit-conversations", "1",
+        "--limit-questions", "25", "--json", "--quiet", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["n_questions"] == 25 and report["n_unparseable_evidence"] >= 0
+    assert set(report["methods"]) == {"dense", "text", "hybrid_recall", "session_recall"}
+    keys = {"recall@5", "recall@10", "recall@20", "all@10", "session_recall@5", "mrr"}
+    for r in report["methods"].values():
+        assert keys <= set(r) and all(_in_unit(r[k]) for k in keys)
+        assert r["recall@5"] <= r["recall@10"] <= r["recall@20"]
+        assert set(r["by_category"]) <= {"1", "2", "3", "4"}
+        for c in r["by_category"].values():
+            assert all(_in_unit(c[k]) for k in keys) and c["n"] > 0
+    assert sum(c["n"] for c in report["methods"]["dense"]["by_category"].values()) == 25
+
+
+@pytest.mark.slow
+def test_bench_latency_20k(server_url):
+    result = CliRunner().invoke(main, [
+        "bench", "latency", "--chunks", "20000", "--agents", "50", "--queries", "10",
+        "--json", "--quiet", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["chunks"] >= 20_000 and report["messages"] >= 2 * 20_000
+    assert report["ingest"]["messages_per_s"] > 0 and report["index"]["build_s"] >= 0
+    assert set(report["latency_ms"]) >= {"small", "overall"}
+    for r in report["latency_ms"].values():
+        for method in ("exact", "ann", "hybrid", "session"):
+            s = r[method]
+            assert 0 < s["p50"] <= s["p95"] <= s["p99"] and not math.isnan(s["p99"])
+        assert _in_unit(r["ann"]["recall@10"]) and _in_unit(r["hybrid"]["vector_arm_recall@10"])
