@@ -13,7 +13,13 @@ from ._errors import (
 
 __version__ = "0.1.0"
 
+from .client import AsyncRecall, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
+
 __all__ = [
+    "AsyncRecall",
+    "Memory",
+    "Recall",
+    "RecallResult",
     "ConfigError",
     "DatabaseError",
     "DimensionMismatchError",
