@@ -210,3 +210,94 @@ def _print_latency(report: dict) -> None:
                       f"{r['hybrid']['vector_arm_recall@10']:.3f}", trio(r["session"]),
                       f"{r['hybrid_over_exact']['p50']}")
     console.print(table)
+
+
+@bench.command("plot")
+@click.option("--locomo", "locomo_json", type=click.Path(exists=True, dir_okay=False),
+              help="A report of `bench locomo --json`.")
+@click.option("--latency", "latency_json", type=click.Path(exists=True, dir_okay=False),
+              help="A report of `bench latency --json`.")
+@click.option("--out", "out_dir", default="docs/img", show_default=True,
+              type=click.Path(file_okay=False), help="Folder for the PNG files.")
+@_handle_errors
+def plot_cmd(locomo_json, latency_json, out_dir):
+    """PNG plots of saved reports: recall@10 by method and category; latency by agent size.
+
+    \b
+    Example:
+      pyrecall bench locomo --data locomo-dev.json --json > locomo.json
+      pyrecall bench plot --locomo locomo.json --out docs/img
+    """
+    from pathlib import Path
+
+    from . import _plots
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if locomo_json:
+        click.echo(_plots.locomo_by_category(json.loads(Path(locomo_json).read_text()),
+                                             out / "locomo_recall_by_category.png"))
+    if latency_json:
+        click.echo(_plots.latency_by_agent_size(json.loads(Path(latency_json).read_text()),
+                                                out / "latency_by_agent_size.png"))
+
+
+@bench.command("peers")
+@click.option("--chunks", "n_chunks", type=int, default=100_000, show_default=True)
+@click.option("--agents", "n_agents", type=int, default=200, show_default=True)
+@click.option("--queries", "queries_per_class", type=int, default=100, show_default=True,
+              help="Queries per agent size class.")
+@click.option("--peer", "peers", multiple=True, default=("lancedb", "chroma"), show_default=True,
+              type=click.Choice(["lancedb", "chroma"]))
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded server).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@_handle_errors
+def peers_cmd(n_chunks, n_agents, queries_per_class, peers, seed, as_json, dsn, quiet):
+    """The latency data set in pyrecall, LanceDB and Chroma: ingest rate, filtered latency
+    and recall@10, same queries, same run (needs `pip install lancedb chromadb`).
+
+    \b
+    Example:
+      pyrecall bench peers --chunks 100000 --agents 200 --json
+    """
+    from . import peers as peers_mod
+
+    with _progress(not quiet) as progress:
+        report = peers_mod.run(n_chunks, n_agents, dsn=dsn, seed=seed,
+                               queries_per_class=queries_per_class, peers=tuple(peers),
+                               progress=progress)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report['chunks']:,} chunks, {report['agents']} agents, "
+                        f"{report['n_queries']} filtered queries (ms)")
+    for col in ("store / query", "ingest rows/s", "p50", "p95", "p99", "recall@10"):
+        table.add_column(col, justify="right")
+    ours = report["pyrecall"]
+    for label, key in (("pyrecall exact", "exact"), ("pyrecall raw ANN", "ann"),
+                       ("pyrecall hybrid_recall", "hybrid_recall"),
+                       ("pyrecall session_recall", "session_recall")):
+        s = ours[key]
+        table.add_row(label, f"{ours['ingest_messages_per_s']:,.0f} msg", f"{s['p50']}",
+                      f"{s['p95']}", f"{s['p99']}",
+                      str(s.get("recall@10", s.get("vector_arm_recall@10", ""))))
+    for peer in peers:
+        r = report[peer]
+        if "error" in r:
+            table.add_row(peer, r["error"], "", "", "", "")
+            continue
+        for q in ("vector_filtered", "hybrid_filtered"):
+            if q in r:
+                s = r[q]
+                if "error" in s:
+                    table.add_row(f"{peer} {q}", s["error"], "", "", "", "")
+                else:
+                    table.add_row(f"{peer} {q}", f"{r['rows_per_s']:,.0f}", f"{s['p50']}",
+                                  f"{s['p95']}", f"{s['p99']}", f"{s['recall@10']}")
+    Console().print(table)
