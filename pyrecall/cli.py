@@ -5,13 +5,34 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
+import signal
+import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
 import psycopg
 
 from . import _config, _db, _migrate
 from ._errors import PyrecallError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+# sentence-transformers draws a progress bar while it loads a model: not for our users
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+# ---------------------------------------------------------------- shared pieces
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
+        text = exc.diag.message_primary
+    else:
+        text = str(exc)
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def handle_errors(fn):
@@ -20,26 +41,156 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (PyrecallError, psycopg.Error) as exc:
-            raise click.ClickException(str(exc).strip()) from None
+        except (PyrecallError, psycopg.Error, LookupError) as exc:
+            raise click.ClickException(_error_text(exc)) from None
     return wrapper
 
 
 def dsn_option(fn):
-    return click.option("--dsn", envvar="PYRECALL_DSN", default=None,
+    return click.option("--dsn", envvar="PYRECALL_DSN", default=None, metavar="URL",
                         help="PostgreSQL URL (default: $PYRECALL_DSN, else the embedded server).")(fn)
 
 
 def agent_option(fn):
-    return click.option("--agent", default=None,
-                        help="Agent id (default: $PYRECALL_AGENT, else 'claude-code').")(fn)
+    return click.option("--agent", envvar="PYRECALL_AGENT", default=_config.DEFAULT_AGENT,
+                        show_default=True,
+                        help="Agent whose memory to use (env: PYRECALL_AGENT).")(fn)
 
 
-def resolve_agent(agent: str | None) -> str:
-    return agent or _config.default_agent()
+def json_option(fn):
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def model_option(fn):
+    return click.option("--model", default=None, metavar="MODEL",
+                        help="Embedding model (default: $PYRECALL_EMBED_MODEL, else "
+                             f"{_config.DEFAULT_MODEL}).")(fn)
+
+
+class _Vectors:
+    """The configured embedder, answering numpy arrays: pgvector's adapter sends those as
+    ``vector`` (a Python list would go as ``double precision[]``, which no recall function
+    takes). The model is loaded only when a text is embedded."""
+
+    def __init__(self, model: str | None):
+        from ._embed import get_embedder
+
+        self.inner = get_embedder(model)
+        self.model = self.inner.model
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts):
+        import numpy as np
+
+        return [np.asarray(v, dtype=np.float32) for v in self.inner.embed(texts)]
+
+    async def aembed(self, texts):
+        import numpy as np
+
+        return [np.asarray(v, dtype=np.float32) for v in await self.inner.aembed(texts)]
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+def _client(dsn: str | None, model: str | None = None):
+    """A Recall client: the database is installed on first use, as the Python client does."""
+    from .client import Recall
+
+    return Recall(dsn, embedder=_Vectors(model))
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _progress_bar(console):
+    """A progress bar on stderr that disappears when done (shown on a terminal only)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=console, transient=True)
+
+
+def _stdout_console():
+    from rich.console import Console
+
+    return Console()
+
+
+_SINCE = re.compile(r"^\s*(\d+)\s*(m|min|h|d|w|y)\s*$", re.I)
+_UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
+    """``7d``, ``12h``, ``2w``, ``30m``, ``1y`` ago, or an ISO date/time (UTC when naive).
+
+    >>> parse_since("2026-01-01").isoformat()
+    '2026-01-01T00:00:00+00:00'
+    """
+    if value is None or not value.strip():
+        return None
+    now = now or datetime.now(UTC)
+    if m := _SINCE.match(value):
+        n, unit = int(m.group(1)), m.group(2).lower()
+        return now - (timedelta(days=365 * n) if unit == "y" else timedelta(**{_UNITS[unit]: n}))
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: expected a duration like 7d, 12h, 2w, 30m, or a date like 2026-01-01"
+        ) from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+class Since(click.ParamType):
+    name = "WHEN"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_since(value)
+        except click.BadParameter as exc:
+            self.fail(exc.message, param, ctx)
+
+
+SINCE = Since()
+
+
+def git_scope(cwd: str | os.PathLike | None = None) -> tuple[str, str | None]:
+    """(project, branch) for a directory, as the Claude Code importer records them: the
+    project is the repository's top folder (else the directory itself), the branch the
+    current git branch (None outside a repository or on a detached HEAD)."""
+    where = Path(cwd or os.getcwd()).resolve()
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                                 timeout=5, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() or None if out.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")
+    branch = git("rev-parse", "--abbrev-ref", "HEAD")
+    return top or str(where), (branch if branch and branch != "HEAD" else None)
+
+
+# ---------------------------------------------------------------- the group
+
+@click.group(context_settings=CONTEXT)
 @click.version_option(package_name="pyrecall")
 def main():
     """pyrecall: memory across sessions for AI agents, SQL-first on PostgreSQL.
@@ -49,6 +200,7 @@ def main():
       pyrecall db start && pyrecall migrate
       pyrecall index ~/.claude/projects && pyrecall embed
       pyrecall recall "how did I handle authentication?"
+      pyrecall recall --auto --budget 4000 --format context
     """
 
 
@@ -167,11 +319,551 @@ def migrate_status(dsn):
         sys.exit(1)
 
 
+# ---------------------------------------------------------------- recall
+
+@main.command()
+@click.argument("query", required=False)
+@agent_option
+@click.option("--project", default=None, help="Only this project (a path, as recorded). "
+              "With --auto: default the git top folder of the current directory.")
+@click.option("--branch", default=None, help="Only this git branch. With --auto: default the "
+              "current branch.")
+@click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="At most this many memories.")
+@click.option("--budget", type=click.IntRange(0), default=None, metavar="TOKENS",
+              help="Token budget of the answer [default: none; 4000 with --auto].")
+@click.option("--since", type=SINCE, default=None,
+              help="Only memories since then: 7d, 12h, 2w, 30m, or a date (2026-01-01).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "context", "markdown"]),
+              default=None, help="Output format [default: table; context with --auto].")
+@click.option("--by-session", is_flag=True,
+              help="Session-aware: the best sessions first, then their best chunks.")
+@click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=5,
+              show_default=True, help="With --by-session: how many sessions.")
+@click.option("--auto", is_flag=True, help="The session-start context: recent work on this "
+              "project and branch, work related to --task, failures to avoid.")
+@click.option("--task", default=None, help="With --auto: what the new session is about.")
+@click.option("--exclude-session", default=None, metavar="SESSION",
+              help="Leave out this session (the current one).")
+@click.option("--hook", is_flag=True, help="Read a Claude Code hook's JSON from stdin: its "
+              "cwd gives project and branch, its session_id is left out.")
+@click.option("--kind", "kinds", multiple=True,
+              type=click.Choice(["turn_pair", "thinking", "code", "tool", "message", "summary"]),
+              help="Only chunks of this kind (repeatable).")
+@model_option
+@dsn_option
+@handle_errors
+def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_sessions, auto,
+           task, exclude_session, hook, kinds, model, dsn):
+    """Recall what matters from past sessions, ranked in the database.
+
+    \b
+    Hybrid recall (meaning + keywords + recency + importance), recall.hybrid_recall:
+      pyrecall recall "how did I handle authentication?"
+      pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
+    Session-aware recall (best sessions first), recall.session_recall:
+      pyrecall recall "why did the alpine build fail?" --by-session
+    Session-start context for a Claude Code SessionStart hook, recall.auto_context:
+      pyrecall recall --auto --budget 4000 --format context
+      pyrecall recall --auto --task "deploy the API to staging"
+    """
+    from . import _render
+
+    if hook:
+        project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
+    if auto:
+        if by_session or kinds:
+            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind")
+        task = task if task is not None else query
+        if project is None and not hook:
+            project, detected = git_scope()
+            branch = branch if branch is not None else detected
+        fmt = fmt or "context"
+        budget = 4000 if budget is None else budget
+    else:
+        if task is not None:
+            raise click.UsageError("--task goes with --auto")
+        if not query or not query.strip():
+            raise click.UsageError("give a QUERY (or --auto for the session-start context)")
+        fmt = fmt or "table"
+    scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
+    filter_ = scope or None
+
+    r = _client(dsn, model)
+    try:
+        if auto:
+            result = r.auto_context(agent, project=project, branch=branch, task=task,
+                                    token_budget=budget, exclude_session_id=exclude_session)
+            mode = "auto"
+        elif by_session:
+            result = r.session_recall(agent, query, k=k, sessions=n_sessions, token_budget=budget,
+                                      exclude_session_id=exclude_session, filter=filter_,
+                                      since=since, kinds=list(kinds) or None)
+            mode = "session"
+        else:
+            result = r.recall(agent, query, k=k, token_budget=budget, since=since,
+                              exclude_session_id=exclude_session, filter=filter_,
+                              kinds=list(kinds) or None)
+            mode = "hybrid"
+        infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+    finally:
+        r.close()
+
+    if result.note and fmt != "json":
+        click.echo(f"note: source={result.source}: {result.note}", err=True)
+    if fmt == "json":
+        click.echo(_render.to_json(result, mode=mode, infos=infos,
+                                   scope={"agent": agent, **scope}))
+    elif fmt == "context":
+        click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session),
+                   nl=False)
+    elif fmt == "markdown":
+        click.echo(_render.to_markdown(result, infos=infos, mode=mode), nl=False)
+    else:
+        if not result.memories:
+            click.echo(f"nothing found (source={result.source})", err=True)
+            return
+        _render.print_table(_stdout_console(), result, infos=infos, mode=mode)
+
+
+def _hook_scope(project, branch, exclude_session):
+    """project, branch and the session to leave out, from a Claude Code hook's JSON."""
+    raw = sys.stdin.read()
+    try:
+        event = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise click.UsageError("--hook: stdin is not the JSON a Claude Code hook receives") from None
+    if not isinstance(event, dict):
+        raise click.UsageError("--hook: stdin is not the JSON a Claude Code hook receives")
+    if project is None:
+        project, detected = git_scope(event.get("cwd") or None)
+        branch = branch if branch is not None else detected
+    return project, branch, exclude_session or event.get("session_id")
+
+
+# ---------------------------------------------------------------- index / sync
+
+def _run_sync(dsn, agent, as_json, call):
+    """Run index or sync with a progress bar on a terminal, then print the summary."""
+    from . import _sync
+
+    console = _stderr_console()
+    show = console.is_terminal and not as_json
+    r = _client(dsn)
+    try:
+        if show:
+            with _progress_bar(console) as bar:
+                task = bar.add_task("reading", total=None)
+                report = call(_sync, r.conn, on_start=lambda n: bar.update(task, total=n),
+                              progress=lambda path, res: bar.update(
+                                  task, advance=1, description=_shorten_path(path)))
+        else:
+            report = call(_sync, r.conn, on_start=None, progress=None)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"agent": agent, **report.as_dict()}, indent=2))
+    else:
+        _print_sync_summary(report, agent)
+    if report.files and report.count("failed") == len(report.files):
+        sys.exit(1)
+
+
+def _shorten_path(path: Path, width: int = 40) -> str:
+    text = str(path)
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
+    d = report.as_dict()
+    states = [f"{d[k]} {label}" for k, label in (
+        ("new", "new"), ("appended", "appended"), ("rewritten", "rewritten"),
+        ("updated", "updated"), ("reread", "re-read"), ("unchanged", "unchanged"),
+        ("not_transcript", "not transcripts"), ("failed", "failed")) if d[k]]
+    click.echo(f"files: {d['files']}" + (f" ({', '.join(states)})" if states else ""))
+    click.echo(f"sessions: {d['sessions']}  messages: {d['inserted']} new, {d['skipped']} already "
+               f"stored  (agent {agent})")
+    if report.gone:
+        click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
+    problems = report.problems
+    if problems:
+        click.echo(f"problems: {len(problems)} (skipped or repaired, the rest was imported)")
+        for p in problems[:max_problems]:
+            click.echo(f"  {p}")
+        if len(problems) > max_problems:
+            click.echo(f"  ... and {len(problems) - max_problems} more (--json lists them all)")
+    if d["inserted"]:
+        click.echo("next: `pyrecall embed` to make them findable by meaning "
+                   "(they are findable by keywords already)")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@agent_option
+@click.option("--full", is_flag=True, help="Read every file from its start, changed or not.")
+@json_option
+@dsn_option
+@handle_errors
+def index(paths, agent, full, as_json, dsn):
+    """Import transcripts: files, or folders searched recursively for .jsonl/.json files.
+
+    The format of each file is detected (Claude Code, generic JSONL, OpenAI chat, Discord
+    export). Importing again adds nothing; a bad line or file is reported with file:line and
+    never stops the run. Folders are remembered for `pyrecall sync`.
+
+    \b
+    Example:
+      pyrecall index ~/.claude/projects
+      pyrecall index export.json chats/ --agent support-bot
+    """
+    _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.index(
+        conn, paths, agent_id=agent, full=full, **kw))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@agent_option
+@json_option
+@dsn_option
+@handle_errors
+def sync(paths, agent, as_json, dsn):
+    """Import only what changed since the last run: new files, lines appended to a growing
+    transcript (read from where the last run stopped), rewritten files.
+
+    Without PATHS: the folders and files indexed before by this agent, else ~/.claude/projects.
+
+    \b
+    Example:
+      pyrecall sync
+      pyrecall sync && pyrecall embed      # e.g. from cron, or a Claude Code Stop hook
+    """
+    _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.sync(
+        conn, list(paths) or None, agent_id=agent, **kw))
+
+
+# ---------------------------------------------------------------- embed / worker
+
+@main.command()
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="Chunks per batch (one transaction each).")
+@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+              help="Only this agent's chunks [default: every agent].")
+@click.option("--since", type=SINCE, default=None, help="Only chunks since then: 7d, 2026-01-01.")
+@click.option("--dry-run", is_flag=True, help="Count what would be embedded; change nothing.")
+@click.option("--cleanup", is_flag=True, help="First remove chunks whose messages are gone.")
+@click.option("--reembed", is_flag=True, help="Re-embed chunks embedded by another model "
+              "(with a model of another dimension: retype the columns first, after confirming).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before changing the dimension.")
+@model_option
+@json_option
+@dsn_option
+@handle_errors
+def embed(batch_size, agent, since, dry_run, cleanup, reembed, yes, model, as_json, dsn):
+    """Embed pending chunks (embedding IS NULL) with the configured model.
+
+    Resumable and safe to run beside `pyrecall worker`: batches are claimed with
+    FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff.
+
+    \b
+    Example:
+      pyrecall embed
+      pyrecall embed --dry-run --json
+      pyrecall embed --reembed --model openai/text-embedding-3-small --yes
+    """
+    from . import _worker
+
+    console = _stderr_console()
+    r = _client(dsn, model)
+    embedder = r.embedder
+    try:
+        conn = r.conn
+        if reembed and not dry_run:
+            installed = _migrate.installed_dim(conn)
+            if installed is not None and embedder.dim != installed:
+                if not yes and not click.confirm(
+                        f"{embedder.model} gives {embedder.dim}-dimensional vectors; this database "
+                        f"stores {installed}. Changing the dimension deletes every stored "
+                        "embedding and drops the vector indexes. Continue?", err=True):
+                    raise click.ClickException("nothing changed")
+                _worker.change_dimension(conn, embedder.dim)
+        report = _worker.EmbedReport()
+        if cleanup and not dry_run:
+            report.cleaned = _worker.cleanup(conn, agent=agent)
+        if dry_run:
+            report.pending = _worker.count_pending(
+                conn, agent=agent, since=since, model=embedder.model if reembed else None)
+        else:
+            total = _worker.count_pending(conn, agent=agent, since=since,
+                                          model=embedder.model if reembed else None)
+            show = console.is_terminal and not as_json and total > 0
+            if show:
+                with _progress_bar(console) as bar:
+                    task = bar.add_task("embedding", total=total)
+                    run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
+                                         since=since, reembed=reembed,
+                                         progress=lambda n: bar.update(task, advance=n)).run()
+            else:
+                run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
+                                     since=since, reembed=reembed).run()
+            run.cleaned = report.cleaned
+            report = run
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"model": embedder.model, "dry_run": dry_run, **report.as_dict()},
+                              indent=2, default=str))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"embed · {embedder.model}" + (" · dry run" if dry_run else ""))
+    for col in ("scanned", "embedded", "skipped", "failed", "cleaned", "pending", "seconds"):
+        table.add_column(col, justify="right")
+    table.add_row(*[str(getattr(report, c)) for c in ("scanned", "embedded", "skipped", "failed",
+                                                       "cleaned", "pending")],
+                  f"{report.seconds:.1f}")
+    _stdout_console().print(table)
+    for err in dict.fromkeys(report.errors):
+        click.echo(f"error: {err}", err=True)
+    if report.failed and not report.embedded:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="Chunks per batch.")
+@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+              help="Only this agent's chunks [default: every agent].")
+@click.option("--idle-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
+              help="Seconds between checks when no NOTIFY arrives (retries whose backoff ran out).")
+@model_option
+@dsn_option
+@handle_errors
+def worker(batch_size, agent, idle_timeout, model, dsn):
+    """Embed continuously: whatever is pending, then wait for new chunks (LISTEN/NOTIFY).
+
+    Several workers can run at once. Ctrl-C (or SIGTERM) stops cleanly: the batch in flight
+    is rolled back and stays pending.
+
+    \b
+    Example:
+      pyrecall worker --batch-size 128
+    """
+    from . import _worker
+
+    embedder = _Vectors(model)
+    url = _db.resolve_dsn(dsn)
+    _client(url).close()  # install the schema on first use, check the connection
+
+    def on_report(rep):
+        click.echo(f"{datetime.now():%H:%M:%S} embedded {rep.embedded}, failed {rep.failed}, "
+                   f"pending {rep.pending} ({rep.seconds:.1f} s)")
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    click.echo(f"worker: {embedder.model}, batches of {batch_size}; Ctrl-C stops", err=True)
+    try:
+        _worker.listen_loop(lambda: _db.connect(url),
+                            lambda conn: _worker.Worker(conn, embedder, batch_size=batch_size,
+                                                        agent=agent),
+                            idle_timeout=idle_timeout, on_report=on_report)
+    except KeyboardInterrupt:
+        click.echo("worker stopped", err=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---------------------------------------------------------------- summarize
+
+@main.command()
+@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+              help="Only this agent's sessions [default: every agent].")
+@click.option("--summarize-with", "llm", default=None, metavar="MODEL",
+              help="Have this chat model (litellm name, e.g. openai/gpt-4o-mini) write the "
+                   "summaries [default: extractive, no LLM].")
+@click.option("--all", "everything", is_flag=True,
+              help="Every session, not only those changed since their last summary.")
+@json_option
+@dsn_option
+@handle_errors
+def summarize(agent, llm, everything, as_json, dsn):
+    """Summarize sessions, for session-aware recall (--by-session) and --auto.
+
+    By default extractive and in the database (recall.summarize_sessions): the session's
+    embedding is the centroid of its chunks, its summary its most central chunks. Run after
+    `pyrecall embed`.
+
+    \b
+    Example:
+      pyrecall summarize
+      pyrecall summarize --summarize-with openai/gpt-4o-mini
+    """
+    from . import _summarize
+
+    r = _client(dsn)
+    try:
+        report = _summarize.summarize(r.conn, agent_id=agent, model=llm, only_stale=not everything)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        line = f"summarized: {report.extractive} session(s) extractively"
+        if llm:
+            line += f", {report.written} by {llm}" + (f", {report.failed} failed" if report.failed else "")
+        click.echo(line)
+        for err in report.errors[:10]:
+            click.echo(f"error: {err}", err=True)
+    if llm and report.failed and not report.written:
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------- sessions / show / forget
+
+@main.command()
+@agent_option
+@click.option("--project", default=None, help="Only this project.")
+@click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
+@click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
+@json_option
+@dsn_option
+@handle_errors
+def sessions(agent, project, since, limit, as_json, dsn):
+    """List the agent's sessions, newest first: id, title, project, branch, start, messages,
+    chunks, chunks still pending embedding.
+
+    \b
+    Example:
+      pyrecall sessions --since 7d
+    """
+    from . import _render
+
+    r = _client(dsn)
+    try:
+        rows = _render.list_sessions(r.conn, agent, project=project, since=since, limit=limit)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no sessions for agent {agent!r}", err=True)
+        return
+    from rich import box
+    from rich.table import Table
+
+    from ._render import _short_project, short_ids
+
+    ids = short_ids([s["session_id"] for s in rows])
+    console = _stdout_console()
+    # narrower terminals: leave out project and chunks (under 110), and branch (under 100)
+    dropped = {"project", "chunks"} if console.width < 110 else set()
+    dropped |= {"branch"} if console.width < 100 else set()
+    table = Table(expand=True, box=box.SIMPLE_HEAD,
+                  caption=f"{len(rows)} session(s) of agent {agent!r}"
+                  + (" (--limit reached)" if len(rows) == limit else ""))
+    columns = [("id", {"no_wrap": True}), ("started", {"no_wrap": True}),
+               ("title", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
+               ("project", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
+               ("branch", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
+               ("msgs", {"justify": "right"}), ("chunks", {"justify": "right"}),
+               ("pending", {"justify": "right"})]
+    keep = [c for c, _ in columns if c not in dropped]
+    for col, kw in columns:
+        if col in keep:
+            table.add_column(col, **kw)
+    for s in rows:
+        cells = {"id": ids[s["session_id"]], "started": f"{s['started_at']:%Y-%m-%d}",
+                 "title": s["title"] or "", "project": _short_project(s["project"]) or "",
+                 "branch": s["branch"] or "", "msgs": str(s["messages"]),
+                 "chunks": str(s["chunks"]), "pending": str(s["pending"])}
+        table.add_row(*[cells[c] for c in keep])
+    console.print(table)
+
+
+@main.command()
+@click.argument("session")
+@agent_option
+@click.option("--full", is_flag=True, help="Print long messages whole (default: cut at 2000 characters).")
+@json_option
+@dsn_option
+@handle_errors
+def show(session, agent, full, as_json, dsn):
+    """Print one session's messages in order. SESSION is its id or a unique prefix of it.
+
+    \b
+    Example:
+      pyrecall show 6279b780
+    """
+    from . import _render
+
+    r = _client(dsn)
+    try:
+        info, messages = _render.session_messages(r.conn, agent, session)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({**info, "messages": messages}, indent=2, default=str))
+        return
+    head = info["title"] or info["session_id"]
+    click.echo(f"# {head}")
+    click.echo(" · ".join(x for x in (info["session_id"], info["project"], info["branch"],
+                                      f"{info['started_at']:%Y-%m-%d %H:%M}") if x))
+    if info.get("summary"):
+        click.echo(f"\nsummary: {info['summary']}")
+    for m in messages:
+        text = m["content"] if full or len(m["content"]) <= 2000 else m["content"][:2000] + " …"
+        flag = " (error)" if (m["metadata"] or {}).get("is_error") else ""
+        click.echo(f"\n[{m['seq']}] {m['role']} · {m['kind']}{flag} · {m['created_at']:%H:%M:%S}")
+        click.echo(text)
+
+
+@main.command()
+@click.option("--session", default=None, help="Forget this session.")
+@click.option("--all", "everything", is_flag=True,
+              help="Forget everything of the agent: sessions, messages, chunks, embeddings, "
+                   "summaries and what sync remembers of files.")
+@agent_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all).")
+@dsn_option
+@handle_errors
+def forget(session, everything, agent, yes, dsn):
+    """Delete a session, or all memory of an agent, with their chunks and embeddings.
+
+    \b
+    Example:
+      pyrecall forget --session 6279b780      # an id, or a unique prefix of it
+      pyrecall forget --all --agent test-bot --yes
+    """
+    if bool(session) == bool(everything):
+        raise click.UsageError("give either --session SESSION or --all")
+    if everything and not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("--all deletes everything of the agent: add --yes to confirm")
+        click.confirm(f"Forget everything of agent {agent!r}?", abort=True, err=True)
+    from . import _render
+
+    r = _client(dsn)
+    try:
+        if session:
+            session = _render.resolve_session(r.conn, agent, session)
+        n = r.forget(agent_id=agent, session_id=session)
+    finally:
+        r.close()
+    if session:
+        click.echo(f"forgot session {session} ({n} removed, with its messages, chunks and embeddings)")
+    else:
+        click.echo(f"forgot {n} session(s) of agent {agent!r}")
+
+
 def _register_bench() -> None:
     """`pyrecall bench ...` lives in pyrecall.bench (heavier imports, loaded only when there)."""
     try:
         from .bench.cli import bench
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pyrecall.bench", "pyrecall.bench.cli"):
+            raise
         return
     main.add_command(bench)
 

@@ -24,7 +24,8 @@ as $$
     where (summarize_sessions.agent_id is null or s.agent_id = summarize_sessions.agent_id)
       and (not only_stale or s.summary_at is null or exists (
             select from recall.chunks c
-            where c.session_id = s.session_id and c.embedded_at > s.summary_at))
+            where c.session_id = s.session_id and c.kind <> 'summary'
+              and c.embedded_at > s.summary_at))
   ),
   -- the centroid of each session's embedded chunks
   centroids as (
@@ -216,19 +217,23 @@ $$;
 comment on function recall.session_recall is
   'The stable name of session-aware recall; calls recall.session_recall_v1 (see its comment).';
 
--- _is_failure: a chunk that records something going wrong: a tool result flagged as an
--- error, or text with the marks of a failure (a traceback, an error line, failing tests, a
--- non-zero exit code, a revert)
+-- _is_failure: a chunk that records something going wrong. A tool result that says whether it
+-- failed (metadata.is_error, written by the Claude Code and OpenAI-style importers) is taken
+-- at its word; other chunks by the marks of a failure in their text: a traceback, an error
+-- line, failing tests, a non-zero exit code, a revert.
 create or replace function recall._is_failure(kind text, content text, metadata jsonb)
 returns boolean
 language sql immutable parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
-  select coalesce((metadata->>'is_error')::boolean, false)
-      or (kind in ('tool', 'turn_pair', 'message') and content ~* (
-            'Traceback \(most recent call last\)|(^|\n)\s*(error|fatal|exception)\M[^\n]*:'
-            || '|\m\d+ (failed|errors?)\M|\mFAILED\M|exit (code|status):? *[1-9]'
-            || '|\mreverted\M|\mgit revert\M|\mrolled back\M'))
+  select case
+    when kind = 'tool' and metadata ? 'is_error' then metadata->>'is_error' = 'true'
+    else kind in ('tool', 'turn_pair', 'message') and (
+           content ~* ('Traceback \(most recent call last\)|(^|\n)\s*(error|fatal|exception)\M[^\n]*:'
+                       || '|\m[1-9][0-9]* (failed|errors?)\M|exit (code|status):? *[1-9]'
+                       || '|\mreverted\M|\mgit revert\M|\mrolled back\M')
+           or content ~ '\mFAILED\M')   -- pytest's verdict, in capitals only
+  end
 $$;
 
 -- auto_context_v1: what an agent should know at the start of a session
@@ -255,8 +260,10 @@ as $$
 declare
   scope jsonb := jsonb_strip_nulls(jsonb_build_object('project', auto_context_v1.project,
                                                       'branch', auto_context_v1.branch));
-  related_query text := task_text;
+  related_query text := nullif(btrim(task_text), '');
   related_embedding vector := task_embedding;
+  latest text;
+  now_ts timestamptz := coalesce(as_of, now());
 begin
   if agent_id is null or agent_id = '' then
     raise exception 'agent_id is required' using errcode = '22023';
@@ -265,23 +272,36 @@ begin
     raise exception 'token_budget must be >= 0, got %', coalesce(token_budget::text, 'NULL')
       using errcode = '22023';
   end if;
-  if recent_share < 0 or failure_share < 0 or recent_share + failure_share > 1 then
+  if recent_share is null or failure_share is null or recent_share < 0 or failure_share < 0
+     or recent_share + failure_share > 1 then
     raise exception 'recent_share and failure_share must be >= 0 and sum to at most 1'
       using errcode = '22023';
   end if;
 
-  -- without a task, "related" means related to the latest work in scope: its summary, or
-  -- the centroid of its embedded chunks
+  -- a branch with no history yet (just created): the history of its project instead
+  if scope ? 'branch' and not exists (
+       select from recall.chunks c
+       where c.agent_id = auto_context_v1.agent_id and c.metadata @> scope) then
+    scope := scope - 'branch';
+  end if;
+
+  -- without a task, "related" means related to the latest session in scope: its summary (or
+  -- title) as text, its summary embedding (or the centroid of its embedded chunks) as vector
   if related_query is null and related_embedding is null then
-    select s.summary_embedding, coalesce(s.summary, s.title)
-      into related_embedding, related_query
+    select s.session_id, s.summary_embedding, coalesce(s.summary, s.title)
+      into latest, related_embedding, related_query
     from recall.sessions s
     where s.agent_id = auto_context_v1.agent_id
       and (exclude_session_id is null or s.session_id <> exclude_session_id)
-      and (auto_context_v1.project is null or s.project = auto_context_v1.project)
-      and (auto_context_v1.branch is null or s.branch = auto_context_v1.branch)
-    order by s.ended_at desc nulls last, s.started_at desc
+      and (not scope ? 'project' or s.project = scope->>'project')
+      and (not scope ? 'branch' or s.branch = scope->>'branch')
+    order by s.ended_at desc nulls last, s.started_at desc, s.session_id desc
     limit 1;
+    if latest is not null and related_embedding is null then
+      select avg(c.embedding) into related_embedding
+      from recall.chunks c
+      where c.session_id = latest and c.embedding is not null and c.kind <> 'summary';
+    end if;
   end if;
 
   return query
@@ -289,73 +309,145 @@ begin
   -- Recent: the newest conversation chunks of this project and branch
   recent as (
     select c.chunk_id, 'recent'::text as section,
-           power(0.5::float8, (greatest(extract(epoch from coalesce(as_of, now()) - c.created_at), 0)
+           power(0.5::float8, (greatest(extract(epoch from now_ts - c.created_at), 0)
                                / 86400 / 7)::float8) as score
     from recall.chunks c
     where c.agent_id = auto_context_v1.agent_id
       and c.metadata @> scope
-      and c.kind in ('turn_pair', 'message')
+      and c.kind in ('turn_pair', 'message', 'summary')
       and (exclude_session_id is null or c.session_id <> exclude_session_id)
     order by c.created_at desc, c.chunk_id desc
     limit 20
   ),
-  -- Related: hybrid recall for the task (or the latest work)
+  -- Related: hybrid recall for the task, or for the latest work (then from other sessions:
+  -- the latest one is Recent already). What the repository itself holds (files read, written
+  -- or searched by a file tool) is left out, and other tool input/output counts 0.8 of its
+  -- score, so that explanations and decisions come first.
   related as (
-    select h.chunk_id, 'related'::text as section, h.score
+    select h.chunk_id, 'related'::text as section,
+           h.score * case when h.kind = 'tool' then 0.8 else 1 end as score
     from recall.hybrid_recall_v1(
       agent_id => auto_context_v1.agent_id, query_text => related_query,
-      query_embedding => related_embedding, k => 30,
+      query_embedding => related_embedding,
+      k => least(1000, greatest(60, token_budget / 25)),
       exclude_session_id => exclude_session_id, as_of => as_of) h
-    where related_query is not null or related_embedding is not null
+    where (related_query is not null or related_embedding is not null)
+      and h.session_id is distinct from latest
+      and not (h.kind = 'tool' and h.metadata->>'tool_name' in
+               ('Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob',
+                'Grep', 'LS'))
   ),
-  -- Failures to avoid: what went wrong before, most relevant (then newest) first
-  failures as (
-    select c.chunk_id, 'failures'::text as section,
+  -- Failures to avoid: what went wrong before, most relevant (then newest) first ...
+  failed as (
+    select c.chunk_id, c.session_id,
            coalesce(1 - (c.embedding <=> related_embedding), 0)
-           + 0.2 * power(0.5::float8, (greatest(extract(epoch from coalesce(as_of, now()) - c.created_at), 0)
-                                      / 86400 / 30)::float8) as score
+           + 0.2 * power(0.5::float8, (greatest(extract(epoch from now_ts - c.created_at), 0)
+                                      / 86400 / 30)::float8) as score,
+           (select max(m.seq) from recall.messages m where m.message_id = any (c.message_ids)) as last_seq
     from recall.chunks c
     where c.agent_id = auto_context_v1.agent_id
       and c.metadata @> scope
       and (exclude_session_id is null or c.session_id <> exclude_session_id)
       and recall._is_failure(c.kind, c.content, c.metadata)
     order by 3 desc, c.chunk_id desc
-    limit 20
+    limit 10
   ),
-  -- each chunk once, in the first section that claims it (recent, failures, related)
-  claimed as (
-    select distinct on (u.chunk_id) u.chunk_id, u.section, u.score
-    from (select *, 1 as prio from recent
-          union all select *, 2 from failures
-          union all select *, 3 from related) u
-    order by u.chunk_id, u.prio
+  -- ... each followed by what the agent concluded from it: the first thinking or text of the
+  -- assistant after it in its session (itself no failure)
+  resolutions as (
+    select f.chunk_id as failure_id, r.chunk_id, f.score
+    from failed f
+    cross join lateral (
+      select c.chunk_id
+      from recall.chunks c
+      cross join lateral unnest(c.message_ids) as u(message_id)
+      join recall.messages m on m.message_id = u.message_id
+      where c.session_id = f.session_id
+        and c.kind in ('thinking', 'message', 'turn_pair')
+        and m.role = 'assistant' and m.seq > f.last_seq
+        and not recall._is_failure(c.kind, c.content, c.metadata)
+      order by m.seq, c.part
+      limit 1) r
   ),
-  -- each section fitted to its share of the budget (related gets the rest)
-  shares as (
-    select x.*, c.n_tokens, c.created_at,
-           sum(c.n_tokens) over (partition by x.section order by x.score desc, c.created_at desc, x.chunk_id desc
-                                 rows unbounded preceding) as section_tokens,
-           case x.section when 'recent' then recent_share
-                          when 'failures' then failure_share
-                          else 1 - recent_share - failure_share end * token_budget as section_budget
-    from claimed x
-    join recall.chunks c on c.chunk_id = x.chunk_id
+  -- the sections are filled one after the other, each from what the ones before left:
+  -- Recent within its share of the budget ...
+  recent_kept as (
+    select x.*
+    from (select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
+                 null::bigint as resolution_of, c.n_tokens,
+                 sum(c.n_tokens) over (order by r.score desc, r.chunk_id desc
+                                       rows unbounded preceding) as run
+          from recent r
+          join recall.chunks c on c.chunk_id = r.chunk_id) x
+    where x.run <= token_budget * recent_share
   ),
-  kept as (
-    select s.*, case s.section when 'recent' then 1 when 'related' then 2 else 3 end as section_order
-    from shares s
-    where s.section_tokens <= s.section_budget
+  -- ... then Failures: each failure followed by its resolution (unless Recent shows it) ...
+  failure_rows as (
+    select f.chunk_id, 'failures'::text as section, f.score, f.chunk_id as grp_id, 0 as sub,
+           null::bigint as resolution_of
+    from failed f
+    where f.chunk_id not in (select chunk_id from recent_kept)
+    union all
+    (select distinct on (r.chunk_id) r.chunk_id, 'failures', r.score, r.failure_id, 1, r.failure_id
+     from resolutions r
+     where r.chunk_id not in (select chunk_id from recent_kept)
+       and r.failure_id not in (select chunk_id from recent_kept)
+       and r.chunk_id not in (select chunk_id from failed)
+     order by r.chunk_id, r.score desc)
+  ),
+  failures_kept as (
+    select x.*
+    from (select f.*, c.n_tokens,
+                 sum(c.n_tokens) over (order by f.score desc, f.grp_id desc, f.sub
+                                       rows unbounded preceding) as run
+          from failure_rows f
+          join recall.chunks c on c.chunk_id = f.chunk_id) x
+    where x.run <= token_budget * failure_share
+  ),
+  shown as (
+    select chunk_id from recent_kept union all select chunk_id from failures_kept
+  ),
+  -- ... then Related, within the rest of the budget; a code block whose whole message is
+  -- shown (as a message or turn pair, here or above) is left out
+  related_rows as (
+    select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
+           null::bigint as resolution_of, c.n_tokens
+    from related r
+    join recall.chunks c on c.chunk_id = r.chunk_id
+    where r.chunk_id not in (select chunk_id from shown)
+      and not (c.kind = 'code' and exists (
+            select from recall.chunks o
+            where o.kind in ('turn_pair', 'message') and o.message_ids @> c.message_ids
+              and (o.chunk_id in (select chunk_id from shown)
+                   or o.chunk_id in (select chunk_id from related))))
+  ),
+  related_kept as (
+    select x.*
+    from (select r.*, sum(r.n_tokens) over (order by r.score desc, r.chunk_id desc
+                                            rows unbounded preceding) as run
+          from related_rows r) x
+    where x.run <= token_budget - coalesce((select sum(n_tokens) from recent_kept), 0)
+                                - coalesce((select sum(n_tokens) from failures_kept), 0)
   ),
   ordered as (
-    select k.*, sum(k.n_tokens) over (order by k.section_order, k.score desc, k.created_at desc, k.chunk_id desc
-                                      rows unbounded preceding) as cumulative_tokens,
-           row_number() over (order by k.section_order, k.score desc, k.created_at desc, k.chunk_id desc) as pos
-    from kept k
+    select k.*,
+           row_number() over (order by case k.section when 'recent' then 1 when 'related' then 2 else 3 end,
+                                       k.score desc, k.grp_id desc, k.sub) as pos
+    from (select chunk_id, section, score, grp_id, sub, resolution_of from recent_kept
+          union all
+          select chunk_id, section, score, grp_id, sub, resolution_of from failures_kept
+          union all
+          select chunk_id, section, score, grp_id, sub, resolution_of from related_kept) k
   )
   select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, o.score,
          case when c.embedding is not null and related_embedding is not null
               then 1 - (c.embedding <=> related_embedding) end,
-         0::float8, 0::float8, c.importance::float8, c.n_tokens, o.cumulative_tokens, c.metadata,
+         0::float8,
+         power(0.5::float8, (greatest(extract(epoch from now_ts - c.created_at), 0) / 86400 / 30)::float8),
+         c.importance::float8, c.n_tokens,
+         sum(c.n_tokens) over (order by o.pos rows unbounded preceding),
+         case when o.resolution_of is null then c.metadata
+              else c.metadata || jsonb_build_object('resolution_of', o.resolution_of) end,
          c.message_ids, o.section
   from ordered o
   join recall.chunks c on c.chunk_id = o.chunk_id
@@ -365,17 +457,25 @@ $$;
 
 comment on function recall.auto_context_v1 is $c$
 auto_context v1 (frozen from its release): the context for the start of a session, in three
-sections, each row labelled:
-  recent   - the newest turn_pair/message chunks of this project and branch (metadata scope);
-             score = 0.5 ^ (age / 7 days); share recent_share of the budget
-  failures - chunks that record a failure: tool results flagged is_error, tracebacks, error
-             lines, failing tests, non-zero exit codes, reverts (recall._is_failure); ranked by
-             similarity to the task (or latest work) + 0.2 * 0.5 ^ (age / 30 days);
-             share failure_share
+sections, each row labelled. Scope: chunks whose metadata has this project and branch; a
+branch with no history yet falls back to its project. The sections are filled in turn, each
+from what the ones before did not show:
+  recent   - the newest turn_pair/message/summary chunks in scope (at most 20), newest first;
+             score = 0.5 ^ (age / 7 days); within recent_share of the budget
+  failures - chunks that record a failure (recall._is_failure: a tool result flagged
+             is_error, else a traceback, an error line, failing tests, a non-zero exit code,
+             a revert), in scope, the best 10 by cosine similarity to the task (or latest work)
+             + 0.2 * 0.5 ^ (age / 30 days); each followed by its resolution, the first
+             assistant thinking/text after it in its session (metadata.resolution_of = the
+             failure's chunk_id); within failure_share of the budget
   related  - recall.hybrid_recall_v1 for the task text/embedding, or, without a task, for the
-             latest session in scope (its summary and summary embedding); the rest of the budget
-A chunk appears once (recent before failures before related). Within a section rows stop at
-its share; rows come ordered recent, related, failures; cumulative_tokens runs over all.
+             latest session in scope (its summary or title, and its summary embedding or the
+             centroid of its chunks; that session's own chunks left out); chunks of file tools
+             (Read, Write, Edit, MultiEdit, NotebookEdit, NotebookRead, Glob, Grep, LS: the
+             repository holds that) left out, other tool chunks count 0.8 of their score, a
+             code chunk whose message is shown whole left out; the budget the others left
+Rows come ordered recent, related, failures, each by score; cumulative_tokens runs over all;
+recency = 0.5 ^ (age / 30 days).
 $c$;
 
 create or replace function recall.auto_context(

@@ -1,0 +1,322 @@
+"""What the terminal shows: recall results as a table, JSON, Markdown or a context block for
+a system prompt, and the queries behind ``pyrecall sessions`` and ``pyrecall show``.
+
+The context block (``--format context``) is what an agent pastes into its prompt:
+
+    ## Relevant memory
+    ### Recent
+    - 2026-03-16 · conversation · "Refresh tokens" (acme-api, feature/auth)
+      User: Add refresh tokens ...
+    ### Failures to avoid
+    - 2026-03-05 · tool · "Docker deploy to staging"
+      Bash(command="docker compose build api") ...
+      - Then: Alpine is musl-based: ...
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from .client import Memory, RecallResult
+
+FORMATS = ("table", "json", "context", "markdown")
+SECTIONS = {"recent": "Recent", "related": "Related", "failures": "Failures to avoid"}
+KIND_LABELS = {"turn_pair": "conversation", "thinking": "reasoning", "tool": "tool",
+               "code": "code", "message": "message", "summary": "summary"}
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    title: str | None
+    project: str | None
+    branch: str | None
+    started_at: datetime | None
+
+
+# ---------------------------------------------------------------- queries for display
+
+def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInfo]:
+    """Title, project, branch and start of the sessions named (for labels)."""
+    ids = sorted(set(session_ids))
+    if not ids:
+        return {}
+    rows = conn.execute("select session_id, title, project, branch, started_at "
+                        "from recall.sessions where session_id = any(%s)", [ids]).fetchall()
+    return {r[0]: SessionInfo(*r) for r in rows}
+
+
+SESSIONS_SQL = """
+select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
+       (select count(*) from recall.messages m where m.session_id = s.session_id) as messages,
+       (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
+       (select count(*) from recall.chunks c
+         where c.session_id = s.session_id and c.embedding is null) as pending,
+       s.summary
+from recall.sessions s
+where s.agent_id = %(agent)s
+  and (%(project)s::text is null or s.project = %(project)s)
+  and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+order by coalesce(s.ended_at, s.started_at) desc, s.session_id
+limit %(limit)s
+"""
+
+
+def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
+                  since: datetime | None = None, limit: int = 50) -> list[dict]:
+    """The agent's sessions, newest first, with their message, chunk and pending counts."""
+    cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
+                                      "limit": limit})
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def resolve_session(conn: psycopg.Connection, agent_id: str, session: str) -> str:
+    """The full id of the agent's session named by its id or a unique prefix of it (as
+    ``pyrecall sessions`` shows them); LookupError otherwise."""
+    exact = conn.execute("select 1 from recall.sessions where session_id = %s and agent_id = %s",
+                         [session, agent_id]).fetchone()
+    if exact:
+        return session
+    like = session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = conn.execute("select session_id from recall.sessions where agent_id = %s "
+                        "and session_id like %s order by session_id limit 3",
+                        [agent_id, like]).fetchall()
+    if len(rows) == 1 and len(session) >= 4:
+        return rows[0][0]
+    if len(rows) > 1:
+        raise LookupError(f"session {session!r} is ambiguous for agent {agent_id!r}: "
+                          f"{', '.join(r[0] for r in rows[:2])}, ...")
+    raise LookupError(f"no session {session!r} for agent {agent_id!r}")
+
+
+def session_messages(conn: psycopg.Connection, agent_id: str, session: str) -> tuple[dict, list[dict]]:
+    """A session (by id or unique prefix) and its messages in order; LookupError when the
+    agent has no such session."""
+    session_id = resolve_session(conn, agent_id, session)
+    cur = conn.execute("select session_id, agent_id, title, project, branch, started_at, ended_at, "
+                       "summary, summary_model, metadata from recall.sessions where session_id = %s",
+                       [session_id])
+    session_row = dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
+    cur = conn.execute("select seq, role, kind, created_at, content, metadata from recall.messages "
+                       "where session_id = %s order by seq", [session_id])
+    names = [d.name for d in cur.description]
+    return session_row, [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """Each id cut to its shortest prefix of at least ``minimum`` characters that no other id
+    of the list shares (ids up to 30 characters are kept whole, UUIDs are cut).
+
+    >>> short_ids(["6279b780-6d27-5bff", "10b1d23c-c2b6-582e", "standup"])
+    {'6279b780-6d27-5bff': '6279b780-6d27-5bff', '10b1d23c-c2b6-582e': '10b1d23c-c2b6-582e', 'standup': 'standup'}
+    """
+    out = {}
+    for i in ids:
+        if len(i) <= 30:
+            out[i] = i
+            continue
+        n = minimum
+        while n < len(i) and any(o != i and o.startswith(i[:n]) for o in ids):
+            n += 1
+        out[i] = i[:n]
+    return out
+
+
+# ---------------------------------------------------------------- recall results
+
+def memory_dict(m: Memory, info: SessionInfo | None = None) -> dict[str, Any]:
+    d = {
+        "chunk_id": m.chunk_id, "session_id": m.session_id, "kind": m.kind, "content": m.content,
+        "created_at": m.created_at.isoformat() if m.created_at else None,
+        "score": m.score, "similarity": m.similarity, "text_rank": m.text_rank,
+        "recency": m.recency, "importance": m.importance, "n_tokens": m.n_tokens,
+        "cumulative_tokens": m.cumulative_tokens, "metadata": m.metadata,
+        "message_ids": list(m.message_ids or []),
+    }
+    if section_of(m):
+        d["section"] = m.section
+    if isinstance(m.section, int):  # session_recall: the rank of the row's session
+        d["session_rank"] = m.section
+    if info is not None:
+        d["session_title"] = info.title
+    if m.metadata and m.metadata.get("permalink"):
+        d["permalink"] = m.metadata["permalink"]
+    return d
+
+
+def section_of(m: Memory) -> str | None:
+    return m.section if isinstance(m.section, str) and m.section in SECTIONS else None
+
+
+def to_json(result: RecallResult, *, mode: str, infos: dict[str, SessionInfo],
+            scope: dict | None = None) -> str:
+    """One JSON object: the query, how it was answered, and the memories in order."""
+    doc = {"query": result.query, "mode": mode, "source": result.source, "note": result.note,
+           **(scope or {}), "tokens": result.tokens, "count": len(result.memories),
+           "memories": [memory_dict(m, infos.get(m.session_id)) for m in result.memories]}
+    return json.dumps(doc, ensure_ascii=False, indent=2, default=str)
+
+
+def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True) -> str:
+    parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
+    if not show_session:
+        pass
+    elif info and info.title:
+        parts.append(f'"{_one_line(info.title, 80)}"')
+    else:
+        parts.append(f"session {m.session_id[:8]}")
+    meta = m.metadata or {}
+    where = [x for x in (meta.get("channel") and f"#{meta['channel']}",
+                         meta.get("author")) if x]
+    if show_session and info and (info.project or info.branch):
+        where.append(", ".join(x for x in (_short_project(info.project), info.branch) if x))
+    label = " · ".join(parts)
+    if where:
+        label += f" ({'; '.join(where)})"
+    if meta.get("permalink"):
+        label += f" <{meta['permalink']}>"
+    return label
+
+
+def _indent(text: str, prefix: str = "  ") -> str:
+    lines = text.strip("\n").splitlines() or [""]
+    return "\n".join(prefix + line if line.strip() else "" for line in lines)
+
+
+def _item(m: Memory, info: SessionInfo | None, *, show_session: bool = True) -> str:
+    return f"- {_label(m, info, show_session=show_session)}\n{_indent(m.content)}"
+
+
+def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: bool,
+               by_session: bool = False, heading: str = "## Relevant memory") -> str:
+    """Markdown for a system prompt. ``auto``: sections Recent / Related / Failures to avoid;
+    ``by_session``: a sub-heading per session; else one list in score order. Empty when there
+    is nothing to say (a start-up hook then adds nothing to the prompt)."""
+    if not result.memories:
+        return ""
+    out = [heading]
+    if auto:
+        for key, title in SECTIONS.items():
+            rows = [m for m in result.memories if m.section == key]
+            if not rows:
+                continue
+            out.append(f"### {title}")
+            out.extend(_failure_items(rows, infos) if key == "failures"
+                       else [_item(m, infos.get(m.session_id)) for m in rows])
+    elif by_session:
+        order: list[str] = []
+        for m in result.memories:
+            if m.session_id not in order:
+                order.append(m.session_id)
+        for sid in order:
+            info = infos.get(sid)
+            title = info.title if info and info.title else f"session {sid}"
+            when = info.started_at.strftime("%Y-%m-%d") if info and info.started_at else ""
+            out.append(f"### {_one_line(title, 100)}" + (f" ({when})" if when else ""))
+            out.extend(_item(m, info, show_session=False)
+                       for m in result.memories if m.session_id == sid)
+    else:
+        out.extend(_item(m, infos.get(m.session_id)) for m in result.memories)
+    return "\n".join(out) + "\n"
+
+
+def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo]) -> list[str]:
+    """A failure, then what the agent concluded from it (metadata.resolution_of) nested below."""
+    items: list[str] = []
+    shown = {m.chunk_id for m in rows}
+    for m in rows:
+        parent = (m.metadata or {}).get("resolution_of")
+        if parent is not None and parent in shown:
+            items.append(f"  - Then: {_indent(m.content, '    ').lstrip()}")
+        else:
+            items.append(_item(m, infos.get(m.session_id)))
+    return items
+
+
+def to_markdown(result: RecallResult, *, infos: dict[str, SessionInfo], mode: str) -> str:
+    """A Markdown report for people: every memory with its score, session and provenance."""
+    title = "Session-start context" if mode == "auto" else f"Recall: {result.query!r}"
+    lines = [f"# {title}", "",
+             f"source: {result.source} · {len(result.memories)} memories · {result.tokens} tokens"]
+    if result.note:
+        lines.append(f"note: {result.note}")
+    section = None
+    for i, m in enumerate(result.memories, 1):
+        sec = section_of(m)
+        if sec and sec != section:
+            section = sec
+            lines += ["", f"## {SECTIONS[sec]}"]
+        info = infos.get(m.session_id)
+        lines += ["", f"### {i}. {KIND_LABELS.get(m.kind, m.kind)} · "
+                      f"{m.created_at:%Y-%m-%d %H:%M} · score {m.score:.3f}", ""]
+        facts = [f"session `{m.session_id}`" + (f" — {info.title}" if info and info.title else "")]
+        if info and info.project:
+            facts.append(f"project `{info.project}`")
+        if info and info.branch:
+            facts.append(f"branch `{info.branch}`")
+        if m.metadata and m.metadata.get("permalink"):
+            facts.append(m.metadata["permalink"])
+        comps = [f"similarity {m.similarity:.3f}" if m.similarity is not None else None,
+                 f"text {m.text_rank:.3f}" if m.text_rank else None,
+                 f"recency {m.recency:.3f}" if m.recency is not None else None,
+                 f"{m.n_tokens} tokens"]
+        lines += ["*" + " · ".join(facts) + "*", "*" + " · ".join(c for c in comps if c) + "*", "",
+                  m.content.strip()]
+    if not result.memories:
+        lines += ["", "_Nothing found._"]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(console, result: RecallResult, *, infos: dict[str, SessionInfo], mode: str) -> None:
+    """A rich table: one row per memory; its kind and session, then its content cut short."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    caption = [f"{len(result.memories)} memories", f"{result.tokens} tokens"]
+    if result.query:
+        caption.insert(0, f"source={result.source}")
+    table = Table(show_lines=True, expand=True, caption=" · ".join(caption))
+    table.add_column("#", justify="right", no_wrap=True)
+    if mode == "auto":
+        table.add_column("section", no_wrap=True)
+    else:
+        table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("when", no_wrap=True)
+    table.add_column("memory", ratio=1, overflow="fold")
+    for i, m in enumerate(result.memories, 1):
+        info = infos.get(m.session_id)
+        session = info.title if info and info.title else f"session {m.session_id}"
+        head = f"{KIND_LABELS.get(m.kind, m.kind)} · {_one_line(session, 70)}"
+        if m.metadata and m.metadata.get("permalink"):
+            head += f" · {m.metadata['permalink']}"
+        body = f"[dim]{escape(head)}[/dim]\n{escape(_shorten(m.content, 400))}"
+        first = (m.section or "") if mode == "auto" else f"{m.score:.3f}"
+        table.add_row(str(i), first, f"{m.created_at:%Y-%m-%d}", body)
+    console.print(table)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _one_line(text: str, width: int) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _shorten(text: str, width: int, max_lines: int = 8) -> str:
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    text = "\n".join(lines[:max_lines]) + ("\n…" if len(lines) > max_lines else "")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _short_project(project: str | None) -> str | None:
+    """The last part of a project path: /home/dev/acme-api -> acme-api."""
+    if not project:
+        return None
+    return project.rstrip("/").rsplit("/", 1)[-1] or project

@@ -1,0 +1,170 @@
+"""Session summaries: extractive in the database by default, written by an LLM on request.
+
+The extractive summary (``recall.summarize_sessions``) needs no model: a session's embedding
+is the centroid of its chunk embeddings and its summary the text of its most central chunks.
+With a model (any chat model litellm knows: ``openai/gpt-4o-mini``, ``ollama/llama3.2``, ...)
+the summary text is written by that model from the session's transcript, kept in
+``recall.sessions.summary`` (``summary_model`` = the model) and stored as a ``summary`` chunk,
+so that recall finds it like any other memory once it is embedded.
+
+    >>> with connect() as conn:                                   # doctest: +SKIP
+    ...     summarize(conn, agent_id="claude-code", model="openai/gpt-4o-mini")
+    SummaryReport(extractive=4, written=4, failed=0, ...)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import psycopg
+
+from ._errors import ConfigError
+
+MAX_TRANSCRIPT_CHARS = 24_000   # about 6k tokens of transcript per session
+PROMPT = (
+    "You summarize one working session of an AI coding agent so that the agent can recall it "
+    "later. In 3 to 6 plain sentences, say: the goal; what was done and decided (name files, "
+    "commands, libraries, settings); what went wrong and how it was fixed; what is left open. "
+    "No preamble, no lists, no Markdown."
+)
+
+TODO_SQL = """
+select s.session_id, s.title
+from recall.sessions s
+where (%(agent)s::text is null or s.agent_id = %(agent)s)
+  and (not %(only_stale)s or s.summary is null or s.summary_model is distinct from %(model)s
+       or exists (select from recall.chunks c
+                  where c.session_id = s.session_id and c.kind <> 'summary'
+                    and c.embedded_at > s.summary_at))
+order by s.started_at, s.session_id
+"""
+
+SAVE_SQL = """
+with s as (
+  update recall.sessions
+     set summary = %(text)s, summary_model = %(model)s, summary_at = now()
+   where session_id = %(sid)s
+  returning *
+)
+insert into recall.chunks as c
+  (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens, created_at,
+   importance, metadata)
+select s.agent_id, s.session_id, 'summary', 0, 0, '{}', %(chunk)s,
+       recall._estimate_tokens(%(chunk)s), coalesce(s.ended_at, s.started_at), 0.8,
+       s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
+         || jsonb_build_object('summary_model', %(model)s::text)
+from s
+on conflict (session_id, kind, first_seq, part) do update
+  set content = excluded.content, n_tokens = excluded.n_tokens, created_at = excluded.created_at,
+      metadata = excluded.metadata,
+      embedding = case when c.content = excluded.content then c.embedding end,
+      embedding_model = case when c.content = excluded.content then c.embedding_model end,
+      embedded_at = case when c.content = excluded.content then c.embedded_at end
+"""
+
+
+@dataclass
+class SummaryReport:
+    extractive: int = 0          # sessions whose extractive summary / centroid was (re)made
+    written: int = 0             # sessions summarized by the model
+    failed: int = 0
+    model: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: str | None = None,
+              only_stale: bool = True, max_chars: int = 1200,
+              completion: Callable[..., object] | None = None,
+              progress: Callable[[str], None] | None = None) -> SummaryReport:
+    """Summarize the sessions that changed since their last summary (all with only_stale=False).
+
+    Extractive always (it also gives each session its embedding); with ``model``, the text is
+    then written by that model. ``completion`` replaces ``litellm.completion`` (tests).
+    """
+    if max_chars < 100:
+        raise ConfigError(f"max_chars must be at least 100, got {max_chars}")
+    todo = []
+    if model:
+        todo = conn.execute(TODO_SQL, {"agent": agent_id, "only_stale": only_stale,
+                                       "model": model}).fetchall()
+    report = SummaryReport(model=model)
+    report.extractive = conn.execute("select recall.summarize_sessions(%s, %s, %s)",
+                                     [agent_id, only_stale, max_chars]).fetchone()[0]
+    if not todo:
+        return report
+    complete = completion or _litellm_completion()
+    for session_id, title in todo:
+        transcript = _transcript(conn, session_id)
+        if not transcript:
+            continue
+        try:
+            response = complete(model=model, temperature=0, max_tokens=400, messages=[
+                {"role": "system", "content": PROMPT},
+                {"role": "user", "content": transcript}])
+            text = _text_of(response)
+        except Exception as exc:  # noqa: BLE001 - any provider failure: count it, go on
+            report.failed += 1
+            report.errors.append(f"{session_id}: {_one_line(exc)}")
+            if report.failed >= 3 and report.written == 0:
+                break  # a bad key or an unknown model: no use trying every session
+            continue
+        label = f'Summary of session "{title}"' if title else "Summary of session"
+        conn.execute(SAVE_SQL, {"sid": session_id, "text": text, "model": model,
+                                "chunk": f"{label}: {text}"})
+        report.written += 1
+        if progress:
+            progress(session_id)
+    return report
+
+
+def _transcript(conn: psycopg.Connection, session_id: str) -> str:
+    """The session as plain text for the model; the middle is cut out of a long one."""
+    rows = conn.execute("select role, kind, content, metadata->>'is_error' from recall.messages "
+                        "where session_id = %s order by seq", [session_id]).fetchall()
+    lines = []
+    for role, kind, content, is_error in rows:
+        if kind == "text":
+            lines.append(f"{role.capitalize()}: {content.strip()}")
+        elif kind == "thinking":
+            lines.append(f"(Assistant thinking) {content.strip()[:1500]}")
+        elif kind == "tool_call":
+            lines.append(f"Tool call: {content.strip()[:400]}")
+        else:
+            flag = " (error)" if is_error == "true" else ""
+            lines.append(f"Tool result{flag}: {content.strip()[:600]}")
+    text = "\n\n".join(lines)
+    if len(text) > MAX_TRANSCRIPT_CHARS:
+        half = MAX_TRANSCRIPT_CHARS // 2
+        text = text[:half] + "\n\n[... middle of the session left out ...]\n\n" + text[-half:]
+    return text
+
+
+def _litellm_completion():
+    # Without this litellm downloads a price list when imported (seconds, or a hang offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as exc:  # pragma: no cover - litellm is a dependency
+        raise ConfigError("LLM summaries need litellm: pip install litellm") from exc
+    litellm.suppress_debug_info = True
+    return litellm.completion
+
+
+def _text_of(response) -> str:
+    choice = response["choices"][0] if isinstance(response, dict) else response.choices[0]
+    message = choice["message"] if isinstance(choice, dict) else choice.message
+    content = message["content"] if isinstance(message, dict) else message.content
+    text = (content or "").strip()
+    if not text:
+        raise ValueError("the model returned an empty summary")
+    return text
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]

@@ -1,0 +1,353 @@
+"""Index transcript files, then keep up with them: only what changed since the last run.
+
+What was read of each file is remembered in ``recall.source_files`` (per agent): its format,
+size, mtime, the byte offset up to which whole lines were consumed, and a SHA-256 of its first
+bytes (up to 64 KiB of what was consumed). At the next run a file is
+
+- *unchanged* (same size and mtime): not opened at all;
+- *appended* (bigger, same first bytes): line formats (Claude Code, JSONL) are read from the
+  remembered offset only; documents (OpenAI chat, Discord) are read whole;
+- *rewritten* (shorter than what was consumed, or other first bytes): read from the start.
+
+A file's messages and its ``source_files`` row are written in one transaction, so a run killed
+at any point resumes exactly where the last committed file left it; re-reading is harmless
+anyway, because ingestion is idempotent. Folders given to :func:`index` are remembered too (as
+``source_files`` rows of format ``folder``), so that :func:`sync` without paths walks them
+again and finds new files.
+
+    >>> with connect() as conn:                                        # doctest: +SKIP
+    ...     report = index(conn, ["~/.claude/projects"], agent_id="claude-code")
+    ...     report.inserted, [str(p) for p in report.problems]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+from . import _ingest
+from ._errors import ConfigError, ImportFormatError, PyrecallError
+from .importers import PARSERS, detect_format
+from .importers._detect import SUFFIXES
+from .importers._records import Problem
+
+HEAD_BYTES = 64 * 1024
+LINE_FORMATS = ("claude_code", "jsonl")  # resumable at a byte offset
+FOLDER = "folder"                         # source_files.format of a remembered root folder
+UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes)
+
+
+def default_root() -> Path:
+    """Where Claude Code keeps its transcripts."""
+    return Path("~/.claude/projects").expanduser()
+
+
+@dataclass
+class FileResult:
+    """What one run did with one file."""
+
+    path: str
+    # new | appended (read from the offset) | rewritten (read again from the start) |
+    # updated (a document, read whole) | reread (--full) | unchanged | not-transcript | failed
+    status: str
+    format: str | None = None
+    start_offset: int = 0  # where reading began
+    end_offset: int = 0    # where it stopped (the next run starts here)
+    sessions: int = 0
+    messages: int = 0      # messages read
+    inserted: int = 0      # of which new
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def bytes_read(self) -> int:
+        return max(self.end_offset - self.start_offset, 0)
+
+
+@dataclass
+class SyncReport:
+    """Totals of a run, and each file's result."""
+
+    files: list[FileResult] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)   # remembered files that no longer exist
+    roots: list[str] = field(default_factory=list)
+
+    def count(self, *statuses: str) -> int:
+        return sum(f.status in statuses for f in self.files)
+
+    @property
+    def sessions(self) -> int:
+        return sum(f.sessions for f in self.files)
+
+    @property
+    def messages(self) -> int:
+        return sum(f.messages for f in self.files)
+
+    @property
+    def inserted(self) -> int:
+        return sum(f.inserted for f in self.files)
+
+    @property
+    def skipped(self) -> int:
+        """Messages read that were stored already."""
+        return self.messages - self.inserted
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for f in self.files for p in f.problems]
+
+    def as_dict(self) -> dict:
+        return {
+            "roots": self.roots,
+            "files": len(self.files),
+            "new": self.count("new"), "appended": self.count("appended"),
+            "rewritten": self.count("rewritten"), "updated": self.count("updated"),
+            "reread": self.count("reread"), "unchanged": self.count("unchanged"),
+            "not_transcript": self.count("not-transcript"), "failed": self.count("failed"),
+            "gone": len(self.gone),
+            "sessions": self.sessions, "messages": self.messages,
+            "inserted": self.inserted, "skipped": self.skipped,
+            "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
+        }
+
+
+Progress = Callable[[Path, FileResult], None]
+
+
+def index(conn: psycopg.Connection, paths: Iterable[str | os.PathLike], *, agent_id: str,
+          full: bool = False, progress: Progress | None = None,
+          on_start: Callable[[int], None] | None = None) -> SyncReport:
+    """Import the files named and every .jsonl/.json file under the folders named; remember
+    the folders for :func:`sync`. Unchanged files are skipped; ``full`` re-reads every file
+    from its start. ``on_start(n)`` is told how many files there are; ``progress(path, result)``
+    is called after each.
+
+    >>> index(conn, ["examples/sessions"], agent_id="claude-code").inserted  # doctest: +SKIP
+    101
+    """
+    _require_agent(agent_id)
+    roots = [_absolute(p) for p in paths]
+    if not roots:
+        raise ConfigError("no path to index")
+    for root in roots:
+        if not root.exists():
+            raise ImportFormatError(f"{root}: no such file or folder")
+    report = _run(conn, roots, agent_id=agent_id, full=full, progress=progress, on_start=on_start)
+    _remember_roots(conn, [r for r in roots if r.is_dir()], agent_id)
+    return report
+
+
+def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = None, *,
+         agent_id: str, progress: Progress | None = None,
+         on_start: Callable[[int], None] | None = None) -> SyncReport:
+    """Pick up what changed since the last run: new files, appended lines, rewritten files.
+
+    Without ``paths``: the folders and files indexed before by this agent, or else
+    ``~/.claude/projects``. Remembered files that are gone are forgotten (their memories stay).
+
+    >>> sync(conn, agent_id="claude-code").count("appended")  # doctest: +SKIP
+    1
+    """
+    _require_agent(agent_id)
+    if paths:
+        return index(conn, paths, agent_id=agent_id, progress=progress, on_start=on_start)
+    roots = sync_roots(conn, agent_id)
+    if not roots:
+        root = default_root()
+        if not root.is_dir():
+            raise ConfigError(f"nothing to sync for agent {agent_id!r}: nothing was indexed "
+                              f"before and {root} does not exist; run `pyrecall index PATH` first")
+        roots = [root]
+    present = [r for r in roots if r.exists()]
+    report = _run(conn, present, agent_id=agent_id, full=False, progress=progress,
+                  on_start=on_start)
+    _remember_roots(conn, [r for r in present if r.is_dir()], agent_id)
+    report.gone = _forget_gone(conn, roots, agent_id, seen={f.path for f in report.files})
+    return report
+
+
+def sync_roots(conn: psycopg.Connection, agent_id: str) -> list[Path]:
+    """What :func:`sync` walks by default: remembered folders, and remembered files outside them."""
+    rows = conn.execute("select path, format from recall.source_files where agent_id = %s "
+                        "order by path", [agent_id]).fetchall()
+    folders = [Path(p) for p, fmt in rows if fmt == FOLDER]
+    files = [Path(p) for p, fmt in rows if fmt != FOLDER
+             and not any(_is_under(Path(p), d) for d in folders)]
+    return folders + files
+
+
+def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bool,
+         progress: Progress | None, on_start: Callable[[int], None] | None) -> SyncReport:
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise ConfigError("index/sync commit file by file: pass a connection outside a transaction")
+    files = list(dict.fromkeys(_walk(roots)))
+    known = _known(conn, agent_id)
+    report = SyncReport(roots=[str(r) for r in roots])
+    if on_start:
+        on_start(len(files))
+    for path in files:
+        result = _sync_file(conn, path, agent_id, known.get(str(path)), full)
+        report.files.append(result)
+        if progress:
+            progress(path, result)
+    return report
+
+
+def _walk(roots: list[Path]):
+    for root in roots:
+        if root.is_file():
+            yield root
+        elif root.is_dir():
+            for folder, dirs, names in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(names):
+                    if name.lower().endswith(SUFFIXES):
+                        yield Path(folder, name)
+
+
+def _known(conn: psycopg.Connection, agent_id: str) -> dict[str, tuple]:
+    rows = conn.execute(
+        "select path, format, size, mtime, offset_done, content_sha from recall.source_files "
+        "where agent_id = %s and format <> %s", [agent_id, FOLDER]).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple | None,
+               full: bool) -> FileResult:
+    result = FileResult(str(path), "new")
+    try:
+        st = path.stat()
+        mtime = datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
+        start, fmt = 0, None
+        if known is not None and known[0] != UNKNOWN:
+            k_format, k_size, k_mtime, k_offset, k_sha = known
+            if full:
+                result.status = "reread"
+            elif k_size == st.st_size and k_mtime == mtime:
+                return FileResult(str(path), "unchanged", k_format, k_offset, k_offset)
+            elif k_format not in LINE_FORMATS:
+                result.status = "updated"        # a document is always read whole
+            elif st.st_size >= k_offset and _head_sha(path, k_offset) == k_sha:
+                start, fmt, result.status = k_offset, k_format, "appended"
+            else:
+                result.status = "rewritten"      # shorter than what was read, or other bytes
+        elif known is not None and not full and (known[1], known[2]) == (st.st_size, mtime):
+            return FileResult(str(path), "unchanged", UNKNOWN)
+        fmt = fmt or detect_format(path)
+        if fmt is None:
+            result.status, result.end_offset = "not-transcript", st.st_size
+            result.problems.append(Problem(str(path), None, "not a transcript (skipped)"
+                                           if st.st_size else "empty file (skipped)"))
+            _record(conn, path, agent_id, UNKNOWN, st.st_size, mtime, st.st_size, None, 0, 1,
+                    accumulate=False)
+            return result
+        parsed = PARSERS[fmt](path, start_offset=start)
+        result.format, result.start_offset, result.end_offset = fmt, start, parsed.end_offset
+        result.problems = parsed.problems
+        if start and parsed.end_offset < start:  # the parser found the file shorter: reread
+            result.start_offset, result.status = 0, "rewritten"
+        if result.start_offset:
+            _keep_first_project(conn, parsed.sessions)
+        with conn.transaction():
+            ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
+            _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
+                    _head_sha(path, parsed.end_offset), ingested.messages, len(parsed.problems),
+                    accumulate=result.status == "appended")
+        result.sessions, result.messages, result.inserted = (
+            ingested.sessions, ingested.messages, ingested.inserted)
+        return result
+    except (PyrecallError, OSError, psycopg.DataError, psycopg.IntegrityError) as exc:
+        # one bad file never stops the run: it is reported, and tried again next time
+        result.status = "failed"
+        result.problems.append(Problem(str(path), None, _one_line(exc)))
+        return result
+
+
+def _keep_first_project(conn: psycopg.Connection, sessions) -> None:
+    """Appended lines do not move a stored session to another project: the Claude Code
+    importer takes the first cwd of a file as its project, later ones may be subfolders."""
+    ids = [s.session_id for s in sessions if s.project]
+    if not ids:
+        return
+    stored = {sid for (sid,) in conn.execute(
+        "select session_id from recall.sessions where session_id = any(%s) and project is not null",
+        [ids]).fetchall()}
+    for s in sessions:
+        if s.session_id in stored:
+            s.project = None
+
+
+def _record(conn: psycopg.Connection, path: Path, agent_id: str, fmt: str, size: int,
+            mtime: datetime, offset: int, sha: str | None, messages: int, problems: int, *,
+            accumulate: bool) -> None:
+    conn.execute(
+        """insert into recall.source_files as f
+             (path, agent_id, format, size, mtime, offset_done, content_sha, messages, problems)
+           values (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+           on conflict (agent_id, path) do update
+             set format = excluded.format, size = excluded.size, mtime = excluded.mtime,
+                 offset_done = excluded.offset_done, content_sha = excluded.content_sha,
+                 messages = case when %s then f.messages + excluded.messages
+                                 else excluded.messages end,
+                 problems = case when %s then f.problems + excluded.problems
+                                 else excluded.problems end,
+                 synced_at = now()""",
+        [str(path), agent_id, fmt, size, mtime, offset, sha, messages, problems,
+         accumulate, accumulate])
+
+
+def _remember_roots(conn: psycopg.Connection, folders: list[Path], agent_id: str) -> None:
+    now = datetime.now(UTC)
+    for folder in folders:
+        conn.execute(
+            """insert into recall.source_files (path, agent_id, format, size, mtime)
+               values (%s, %s, %s, 0, %s)
+               on conflict (agent_id, path) do update set synced_at = now()""",
+            [str(folder), agent_id, FOLDER, now])
+
+
+def _forget_gone(conn: psycopg.Connection, roots: list[Path], agent_id: str,
+                 seen: set[str]) -> list[str]:
+    """Drop the rows of remembered files under ``roots`` that no longer exist."""
+    gone = []
+    for path, _fmt in conn.execute(
+            "select path, format from recall.source_files where agent_id = %s and format <> %s",
+            [agent_id, FOLDER]).fetchall():
+        p = Path(path)
+        if path in seen or p.exists():
+            continue
+        if any(p == r or _is_under(p, r) for r in roots):
+            gone.append(path)
+    if gone:
+        conn.execute("delete from recall.source_files where agent_id = %s and path = any(%s)",
+                     [agent_id, gone])
+    return gone
+
+
+def _head_sha(path: Path, upto: int) -> str:
+    """SHA-256 of the first min(upto, 64 KiB) bytes: what was consumed must not change."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(min(upto, HEAD_BYTES))).hexdigest()
+
+
+def _absolute(path: str | os.PathLike) -> Path:
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def _is_under(path: Path, folder: Path) -> bool:
+    return folder in path.parents
+
+
+def _require_agent(agent_id: str) -> None:
+    if not agent_id:
+        raise ConfigError("an agent id is required")
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

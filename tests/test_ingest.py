@@ -1,0 +1,167 @@
+"""Importer fixtures through the ingestion path into PostgreSQL: exactly the sessions, messages
+and chunk kinds expected, nothing twice on re-import, and bad input reported with file:line
+while the rest lands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pyrecall import _sync
+from pyrecall.importers import parse_any
+
+HERE = Path(__file__).resolve().parent
+IMPORTERS = HERE / "fixtures" / "importers"
+CLI = HERE / "fixtures" / "cli"
+
+U, A, T = "user", "assistant", "tool"
+
+# fixture -> (format, {session_id: (agent, title, project, branch, [(role, kind)], {chunk kind: n})},
+#             problem lines)
+CASES = {
+    "claude_code/session.jsonl": ("claude_code", {
+        "5f1c2d9e-7a3b-4c8d-9e0f-1a2b3c4d5e6f": (
+            "claude-code", "Fix failing login test (expired token fixture)", "/home/dev/invoices",
+            "fix/login-test",
+            [(U, "text"), (A, "thinking"), (A, "text"), (A, "tool_call"), (T, "tool_result"),
+             (A, "tool_call"), (T, "tool_result"), (A, "tool_call"), (T, "tool_result"),
+             (A, "text"), (U, "text"), (A, "text")],
+            {"code": 1, "message": 1, "thinking": 1, "tool": 3, "turn_pair": 2}),
+    }, [7, 13]),
+    "generic.jsonl": ("jsonl", {
+        "deploy-2026-02-10": ("aria-devops", "Staging rollout v2.3", "shop", "release/2.3",
+                              [(U, "text"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"),
+                               (A, "text")],
+                              {"thinking": 1, "tool": 1, "turn_pair": 1}),
+        "standup-2026-02-11": ("claude-code", None, None, None, [(U, "text"), (A, "text")],
+                               {"turn_pair": 1}),
+    }, []),
+    "openai_chat.json": ("openai_chat", {
+        "chat-backup-0212": ("claude-code", "Nightly backup job fails on S3 upload", None, None,
+                             [("system", "text"), (U, "text"), (A, "tool_call"), (T, "tool_result"),
+                              (A, "text")],
+                             {"message": 1, "tool": 1, "turn_pair": 1}),
+    }, []),
+    "discord.json": ("discord", {
+        "discord:1150000000000000002": ("claude-code", "#incidents", None, None,
+                                        [(U, "text"), (A, "text"), (U, "text"), (U, "text")],
+                                        {"message": 2, "turn_pair": 1}),
+    }, [181]),
+}
+
+
+def db_state(conn):
+    sessions = {r[0]: r[1:] for r in conn.execute(
+        "select session_id, agent_id, title, project, branch from recall.sessions")}
+    messages: dict[str, list] = {}
+    for sid, seq, role, kind, content in conn.execute(
+            "select session_id, seq, role, kind, content from recall.messages order by session_id, seq"):
+        messages.setdefault(sid, []).append((seq, role, kind, content))
+    chunks: dict[str, dict] = {}
+    for sid, kind, n in conn.execute(
+            "select session_id, kind, count(*) from recall.chunks group by 1, 2"):
+        chunks.setdefault(sid, {})[kind] = n
+    return sessions, messages, chunks
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fixture_lands_exactly(conn, tmp_path, name):
+    fmt, expected, problem_lines = CASES[name]
+    path = tmp_path / Path(name).name
+    shutil.copy(IMPORTERS / name, path)
+
+    report = _sync.index(conn, [path], agent_id="claude-code")
+
+    [result] = report.files
+    assert (result.status, result.format) == ("new", fmt)
+    assert sorted(p.line for p in result.problems) == problem_lines
+    assert all(p.path == str(path) for p in result.problems)
+    sessions, messages, chunks = db_state(conn)
+    assert set(sessions) == set(expected)
+    parsed = {s.session_id: s for s in parse_any(path).sessions}
+    for sid, (agent, title, project, branch, kinds, chunk_kinds) in expected.items():
+        assert sessions[sid] == (agent, title, project, branch)
+        assert [(role, kind) for _, role, kind, _ in messages[sid]] == kinds
+        # numbered from 1 in file order, with the text the parser read
+        assert [seq for seq, *_ in messages[sid]] == list(range(1, len(kinds) + 1))
+        assert [c for *_, c in messages[sid]] == [m.content for m in parsed[sid].messages]
+        assert chunks[sid] == chunk_kinds
+    assert result.messages == result.inserted == sum(len(v[4]) for v in expected.values())
+
+
+def test_reimport_adds_nothing(conn):
+    first = _sync.index(conn, [IMPORTERS], agent_id="claude-code")
+    before = db_state(conn)
+    chunk_ids = conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone()
+
+    again = _sync.index(conn, [IMPORTERS], agent_id="claude-code", full=True)
+
+    assert first.inserted == 28 and first.count("new") == 4
+    assert again.count("reread") == 4
+    assert (again.messages, again.inserted) == (28, 0)
+    assert db_state(conn) == before
+    assert conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone() == chunk_ids
+
+
+def test_sessions_keep_their_agent(conn, tmp_path):
+    shutil.copy(IMPORTERS / "generic.jsonl", tmp_path / "a.jsonl")
+    _sync.index(conn, [tmp_path / "a.jsonl"], agent_id="claude-code")
+
+    report = _sync.index(conn, [IMPORTERS / "generic.jsonl"], agent_id="other-bot")
+
+    [result] = report.files
+    assert result.status == "failed"
+    assert str(result.problems[0]) == (
+        f"{IMPORTERS / 'generic.jsonl'}: session 'standup-2026-02-11' already belongs to agent "
+        "'claude-code'; a session keeps the agent it was first stored under")
+    assert conn.execute("select count(*) from recall.sessions where agent_id = 'other-bot'").fetchone()[0] == 0
+
+
+def write_lines(path: Path, objs: list) -> None:
+    path.write_bytes(b"".join(o if isinstance(o, bytes) else (json.dumps(o) + "\n").encode() for o in objs))
+
+
+def cc_line(sid: str, n: int, kind: str, content, **extra) -> dict:
+    message = {"role": kind, "content": content}
+    return {"type": kind, "sessionId": sid, "uuid": f"{sid}-{n}", "cwd": "/p", "gitBranch": "main",
+            "timestamp": f"2026-04-01T10:00:{n:02d}Z", "message": message, **extra}
+
+
+def test_bad_input_is_reported_with_file_and_line_and_the_rest_lands(conn, tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write_lines(folder / "transcript.jsonl", [
+        cc_line("s1", 1, "user", "first question"),
+        b'{"type": "user", "sessionId": "s1", "message": {"role": "us\n',               # line 2
+        b"\x00\xff\xfe binary junk \x89PNG\n",                                          # line 3
+        cc_line("s1", 4, "assistant", [{"type": "hologram", "data": 1}]),               # line 4
+        cc_line("s1", 5, "assistant", [{"type": "text", "text": "first answer"}]),
+        cc_line("s1", 6, "user", "second question"),
+    ])
+    (folder / "junk.json").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (folder / "empty.jsonl").write_bytes(b"")
+    (folder / "cut.json").write_text('[{"role": "user", "content": "kept"}, {"role": "assistant", "con')
+    (folder / "notes.txt").write_text("not a transcript suffix: never read")
+
+    report = _sync.index(conn, [folder], agent_id="claude-code")
+
+    by_name = {Path(f.path).name: f for f in report.files}
+    assert set(by_name) == {"transcript.jsonl", "junk.json", "empty.jsonl", "cut.json"}
+    t = by_name["transcript.jsonl"]
+    assert t.status == "new" and t.inserted == 3
+    assert [(p.line, p.reason.split(":")[0]) for p in t.problems] == [
+        (2, "invalid JSON"), (3, "NUL bytes removed"), (3, "invalid UTF-8 replaced by U+FFFD"),
+        (3, "invalid JSON"), (4, "block 0")]
+    assert str(t.problems[0]).startswith(f"{folder / 'transcript.jsonl'}:2: invalid JSON")
+    assert by_name["junk.json"].status == "not-transcript"
+    assert by_name["empty.jsonl"].status == "not-transcript"
+    assert by_name["cut.json"].status == "new" and by_name["cut.json"].inserted == 1
+    assert any(p.line == 1 and "invalid JSON" in p.reason for p in by_name["cut.json"].problems)
+    rows = conn.execute("select content from recall.messages order by session_id, seq").fetchall()
+    assert [r[0] for r in rows] == ["kept", "first question", "first answer", "second question"]
+    # the next run does not read the junk again, nor anything else
+    again = _sync.index(conn, [folder], agent_id="claude-code")
+    assert again.count("unchanged") == 4 and again.inserted == 0

@@ -1,0 +1,223 @@
+"""Incremental sync: only what changed is read; an appended line is read from the remembered
+offset, a rewritten file from the start; a file's messages and its source_files row commit
+together, so a run killed at any point and run again stores each message exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pyrecall import _sync
+from pyrecall.importers import PARSERS
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def line(n: int, text: str, role: str = "user", sid: str = "sess-1") -> bytes:
+    content = text if role == "user" else [{"type": "text", "text": text}]
+    obj = {"type": role, "sessionId": sid, "uuid": f"{sid}-{n}", "parentUuid": None,
+           "cwd": "/home/dev/app", "gitBranch": "main", "timestamp": f"2026-04-01T10:{n:02d}:00Z",
+           "message": {"role": role, "content": content}}
+    return (json.dumps(obj) + "\n").encode()
+
+
+def bump_mtime(path: Path) -> None:
+    """Make sure a rewrite is seen even on a file system with coarse timestamps."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+
+
+@pytest.fixture
+def parsed(monkeypatch):
+    """Every parse: (file name, start offset, end offset)."""
+    calls = []
+
+    def spy(fmt):
+        inner = PARSERS[fmt]
+
+        def parse(path, start_offset=0):
+            result = inner(path, start_offset=start_offset)
+            calls.append((Path(path).name, start_offset, result.end_offset))
+            return result
+        return parse
+
+    monkeypatch.setattr(_sync, "PARSERS", {fmt: spy(fmt) for fmt in PARSERS})
+    return calls
+
+
+def source_row(conn, path: Path, agent="claude-code"):
+    return conn.execute("select format, size, offset_done, messages from recall.source_files "
+                        "where agent_id = %s and path = %s", [agent, str(path)]).fetchone()
+
+
+def contents(conn) -> list[str]:
+    return [r[0] for r in conn.execute("select content from recall.messages order by session_id, seq")]
+
+
+def test_appended_line_is_read_from_the_offset_only(conn, tmp_path, parsed):
+    f = tmp_path / "sess-1.jsonl"
+    f.write_bytes(line(1, "how do we deploy?") + line(2, "with compose", "assistant"))
+    size1 = f.stat().st_size
+    _sync.index(conn, [tmp_path], agent_id="claude-code")
+    assert source_row(conn, f) == ("claude_code", size1, size1, 2)
+
+    extra = line(3, "and the health check?")
+    with open(f, "ab") as fh:
+        fh.write(extra)
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    [result] = report.files
+    assert (result.status, result.start_offset, result.end_offset) == ("appended", size1, size1 + len(extra))
+    assert result.bytes_read == len(extra)
+    assert (result.messages, result.inserted) == (1, 1)
+    # the parser was asked for the new bytes only: the file was not read again from 0
+    assert parsed == [("sess-1.jsonl", 0, size1), ("sess-1.jsonl", size1, size1 + len(extra))]
+    assert source_row(conn, f) == ("claude_code", size1 + len(extra), size1 + len(extra), 3)
+    assert contents(conn) == ["how do we deploy?", "with compose", "and the health check?"]
+    # the project stays the first cwd, the seq numbers go on
+    assert conn.execute("select project, branch from recall.sessions").fetchone() == ("/home/dev/app", "main")
+    assert [r[0] for r in conn.execute("select seq from recall.messages order by seq")] == [1, 2, 3]
+
+
+def test_unchanged_files_are_not_opened(conn, tmp_path, parsed):
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(line(1, "hello"))
+    _sync.index(conn, [tmp_path], agent_id="claude-code")
+    parsed.clear()
+
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    assert [r.status for r in report.files] == ["unchanged"]
+    assert parsed == []
+
+
+def test_partial_last_line_waits_for_its_end(conn, tmp_path, parsed):
+    f = tmp_path / "a.jsonl"
+    whole = line(1, "first") + line(2, "second one")
+    f.write_bytes(whole[: len(line(1, "first")) + 20])  # a writer in the middle of line 2
+    _sync.index(conn, [f], agent_id="claude-code")
+    assert contents(conn) == ["first"]
+    assert source_row(conn, f)[2] == len(line(1, "first"))
+
+    f.write_bytes(whole)
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    assert [(r.status, r.start_offset, r.inserted) for r in report.files] == [
+        ("appended", len(line(1, "first")), 1)]
+    assert contents(conn) == ["first", "second one"]
+
+
+def test_rewritten_or_truncated_file_is_read_again_from_the_start(conn, tmp_path, parsed):
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(line(1, "old question") + line(2, "old answer", "assistant"))
+    _sync.index(conn, [f], agent_id="claude-code")
+
+    f.write_bytes(line(1, "new question"))          # shorter: truncated and rewritten
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+    assert [(r.status, r.start_offset) for r in report.files] == [("rewritten", 0)]
+
+    f.write_bytes(line(1, "same length, other text!!!") + line(2, "x" * 40, "assistant"))
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+    assert [(r.status, r.start_offset) for r in report.files] == [("rewritten", 0)]
+    assert parsed[-1][1] == 0
+    assert source_row(conn, f)[2] == f.stat().st_size
+
+
+def test_sync_finds_new_files_in_indexed_folders_and_forgets_gone_ones(conn, tmp_path):
+    root = tmp_path / "projects"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "s1.jsonl").write_bytes(line(1, "one", sid="s1"))
+    _sync.index(conn, [root], agent_id="claude-code")
+    assert _sync.sync_roots(conn, "claude-code") == [root]
+
+    (root / "app" / "s2.jsonl").write_bytes(line(1, "two", sid="s2"))
+    (root / "app" / "s1.jsonl").unlink()
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    assert sorted((Path(r.path).name, r.status) for r in report.files) == [("s2.jsonl", "new")]
+    assert report.gone == [str(root / "app" / "s1.jsonl")]
+    assert contents(conn) == ["one", "two"]  # forgetting a file keeps its memories
+    assert source_row(conn, root / "app" / "s1.jsonl") is None
+
+
+def test_sync_without_history_uses_claude_projects_or_says_what_to_do(conn, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(_sync.ConfigError, match="run `pyrecall index PATH` first"):
+        _sync.sync(conn, agent_id="claude-code")
+
+    projects = tmp_path / ".claude" / "projects" / "-home-dev-app"
+    projects.mkdir(parents=True)
+    (projects / "s1.jsonl").write_bytes(line(1, "from claude", sid="s1"))
+    report = _sync.sync(conn, agent_id="claude-code")
+    assert report.inserted == 1
+    assert _sync.sync_roots(conn, "claude-code") == [tmp_path / ".claude" / "projects"]
+
+
+def test_sources_are_per_agent(conn, tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(line(1, "hello", sid="s-a"))
+    _sync.index(conn, [f], agent_id="agent-a")
+    assert _sync.sync_roots(conn, "agent-b") == []
+    assert source_row(conn, f, "agent-a")[0] == "claude_code"
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from pyrecall import _db, _ingest, _sync
+
+    real = _ingest.ingest
+    calls = 0
+
+    def ingest(conn, sessions, **kw):
+        global calls
+        calls += 1
+        report = real(conn, sessions, **kw)
+        if calls == int(sys.argv[3]):   # messages written, transaction not committed yet
+            os.kill(os.getpid(), signal.SIGKILL)
+        return report
+
+    _ingest.ingest = ingest
+    with _db.connect(sys.argv[1]) as conn:
+        _sync.index(conn, [sys.argv[2]], agent_id="claude-code")
+""")
+
+
+def test_killed_mid_file_and_run_again_stores_each_message_once(conn, db_url, tmp_path):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"s{i}.jsonl").write_bytes(b"".join(
+            line(n, f"message {n} of session {i}", "user" if n % 2 else "assistant", sid=f"s{i}")
+            for n in range(1, 6)))
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+
+    proc = subprocess.run([sys.executable, str(script), db_url, str(folder), "3"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    # two files committed whole; the third died inside its transaction: nothing of it stored
+    deadline = time.monotonic() + 10
+    while conn.execute("select count(*) from pg_stat_activity where datname = current_database() "
+                       "and pid <> pg_backend_pid()").fetchone()[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert conn.execute("select count(*) from recall.messages").fetchone()[0] == 10
+    assert conn.execute("select count(*) from recall.source_files where format <> 'folder'").fetchone()[0] == 2
+
+    report = _sync.index(conn, [folder], agent_id="claude-code")
+
+    assert sorted(r.status for r in report.files) == ["new", "new", "unchanged", "unchanged"]
+    assert conn.execute("select count(*), count(distinct (session_id, external_id)) "
+                        "from recall.messages").fetchone() == (20, 20)
+    assert conn.execute("select sum(messages) from recall.source_files").fetchone()[0] == 20
