@@ -355,16 +355,17 @@ def migrate_status(dsn):
 @handle_errors
 def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_sessions, auto,
            task, exclude_session, hook, kinds, model, dsn):
-    """Recall what matters from past sessions, ranked in the database.
+    """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
+    recency and importance (recall.hybrid_recall); session-aware with --by-session
+    (recall.session_recall); the session-start context with --auto (recall.auto_context:
+    sections Recent, Related, Failures to avoid).
 
     \b
-    Hybrid recall (meaning + keywords + recency + importance), recall.hybrid_recall:
+    Examples:
       pyrecall recall "how did I handle authentication?"
       pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
-    Session-aware recall (best sessions first), recall.session_recall:
       pyrecall recall "why did the alpine build fail?" --by-session
-    Session-start context for a Claude Code SessionStart hook, recall.auto_context:
-      pyrecall recall --auto --budget 4000 --format context
+      pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --task "deploy the API to staging"
     """
     from . import _render

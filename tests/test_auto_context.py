@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
+from conftest import drop_database, new_database
 
 from pyrecall import _sync
 from pyrecall.cli import main
@@ -20,12 +22,22 @@ COUPONS_SESSION = "b2222222-0000-4000-8000-000000000002"
 REPORTS_SESSION = "c3333333-0000-4000-8000-000000000003"
 
 
-@pytest.fixture
-def shop(conn):
+@pytest.fixture(scope="module")
+def shop_url(server_url, template_url):
+    """One database for the module (its tests only read): the fixtures imported once."""
+    url = new_database(server_url)
     paths = [FIXTURES / n for n in ("shop-main.jsonl", "shop-coupons.jsonl", "reports.jsonl")]
-    report = _sync.index(conn, paths, agent_id="claude-code")
+    with psycopg.connect(url, autocommit=True) as conn:
+        report = _sync.index(conn, paths, agent_id="claude-code")
     assert report.inserted == 18 and not report.problems
-    return conn
+    yield url
+    drop_database(server_url, url)
+
+
+@pytest.fixture
+def shop(shop_url):
+    with psycopg.connect(shop_url, autocommit=True) as conn:
+        yield conn
 
 
 def auto(conn, **args):
@@ -54,8 +66,8 @@ FAILURE_CASES = [  # kind, content, metadata, is it a failure?
 ]
 
 
-def test_is_failure(conn):
-    got = [conn.execute("select recall._is_failure(%s, %s, %s::jsonb)",
+def test_is_failure(shop):
+    got = [shop.execute("select recall._is_failure(%s, %s, %s::jsonb)",
                         [kind, content, json.dumps(meta)]).fetchone()[0]
            for kind, content, meta, _ in FAILURE_CASES]
     assert got == [expected for *_, expected in FAILURE_CASES]
@@ -126,16 +138,14 @@ def test_task_text_and_excluded_session(shop):
     ({"recent_share": 0.9, "failure_share": 0.2},
      "recent_share and failure_share must be >= 0 and sum to at most 1"),
 ])
-def test_bad_arguments(conn, args, message):
-    import psycopg
-
+def test_bad_arguments(shop, args, message):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
-        auto(conn, **args)
+        auto(shop, **args)
 
 
-def test_cli_context_markdown_has_the_sections(shop, db_url):
+def test_cli_context_markdown_has_the_sections(shop_url):
     result = CliRunner().invoke(main, ["recall", "--auto", "--project", SHOP, "--branch", "main"],
-                                env={"PYRECALL_DSN": db_url})
+                                env={"PYRECALL_DSN": shop_url})
 
     assert result.exit_code == 0, result.output
     out = result.output

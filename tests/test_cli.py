@@ -1,0 +1,341 @@
+"""The pyrecall command, through click's CliRunner against a real database: output formats,
+index/sync summaries, embed, worker, browsing and forgetting, and a clean one-line error for
+every mistake (exit status 1 or 2, never a traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import drop_database, new_database
+
+from pyrecall import EmbeddingError, _worker
+from pyrecall import cli as cli_module
+from pyrecall.cli import _Vectors, main, parse_since
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cli"
+SHOP = [FIXTURES / "shop-main.jsonl", FIXTURES / "shop-coupons.jsonl", FIXTURES / "reports.jsonl"]
+MAIN_SESSION = "a1111111-0000-4000-8000-000000000001"
+
+
+@pytest.fixture(scope="session")
+def local_model():
+    """The local model, loaded once per run (the CLI's query embeddings reuse it)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    e = _Vectors("local/all-MiniLM-L6-v2")
+    e.embed(["warm up"])
+    return e
+
+
+def runner(url, monkeypatch):
+    """`pyrecall ARGS` against the database at url; returns click's Result."""
+    monkeypatch.delenv("PYRECALL_AGENT", raising=False)
+    monkeypatch.delenv("PYRECALL_EMBED_MODEL", raising=False)
+
+    def invoke(*args, input=None, env=None):
+        return CliRunner().invoke(main, [str(a) for a in args], input=input,
+                                  env={"PYRECALL_DSN": url, **(env or {})})
+    return invoke
+
+
+@pytest.fixture
+def run(db_url, local_model, monkeypatch):
+    """The command against this test's own database (for tests that write)."""
+    return runner(db_url, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def shop_url(server_url, template_url):
+    """One database for the tests that only read: the shop fixtures imported once."""
+    url = new_database(server_url)
+    result = CliRunner().invoke(main, ["index", *map(str, SHOP)], env={"PYRECALL_DSN": url})
+    assert result.exit_code == 0, result.output
+    yield url
+    drop_database(server_url, url)
+
+
+@pytest.fixture
+def shop(shop_url, local_model, monkeypatch):
+    return runner(shop_url, monkeypatch)
+
+
+class FakeVectors:
+    """A deterministic embedder standing in for the configured one (fast; any dimension)."""
+
+    def __init__(self, model=None, dim=384):
+        self.model, self._dim = "fake/hash", dim
+
+    @property
+    def dim(self):
+        return self._dim
+
+    def embed(self, texts):
+        out = []
+        for t in texts:
+            v = np.random.default_rng(abs(hash(t)) % 2**32).normal(size=self._dim).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return out
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+# ---------------------------------------------------------------- recall
+
+def test_recall_json_parses(shop):
+    result = shop("recall", "alembic migration orders_archive", "--format", "json", "-k", "3")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {k: doc[k] for k in ("query", "mode", "source", "agent", "count")} == {
+        "query": "alembic migration orders_archive", "mode": "hybrid", "source": "hybrid",
+        "agent": "claude-code", "count": 3}
+    first = doc["memories"][0]
+    assert first["session_id"] == MAIN_SESSION
+    assert first["session_title"].startswith("Orders table migration on main")
+    assert set(first) >= {"chunk_id", "kind", "content", "created_at", "score", "similarity",
+                          "text_rank", "recency", "importance", "n_tokens", "cumulative_tokens",
+                          "metadata", "message_ids"}
+    assert doc["tokens"] == doc["memories"][-1]["cumulative_tokens"]
+    datetime.fromisoformat(first["created_at"])
+
+
+def test_recall_filters_and_budget(shop):
+    def memories(*args):
+        result = shop("recall", "coupon migration tests", "--format", "json", *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["memories"]
+
+    assert {m["session_id"] for m in memories("--branch", "feature/coupons")} == {
+        "b2222222-0000-4000-8000-000000000002"}
+    assert {m["metadata"]["project"] for m in memories("--project", "/home/dev/shop")} == {"/home/dev/shop"}
+    assert all(m["created_at"] >= "2026-04-02" for m in memories("--since", "2026-04-02"))
+    budgeted = memories("--budget", "120")
+    assert budgeted and budgeted[-1]["cumulative_tokens"] <= 120
+    assert [m["kind"] for m in memories("--kind", "tool")] == ["tool"] * len(memories("--kind", "tool"))
+
+
+def test_recall_context_markdown_and_table(shop):
+    context = shop("recall", "alembic migration", "--format", "context", "-k", "2")
+    assert context.exit_code == 0
+    assert context.stdout.startswith("## Relevant memory\n- 2026-04-01 · ")
+    assert context.stdout.count("\n- ") == 2  # two items
+
+    md = shop("recall", "alembic migration", "--format", "markdown", "-k", "2")
+    assert md.stdout.startswith("# Recall: 'alembic migration'\n\nsource: hybrid · 2 memories · ")
+    assert md.stdout.count("\n### ") == 2
+
+    table = shop("recall", "alembic migration", "-k", "2")
+    assert table.exit_code == 0
+    assert "source=hybrid · 2 memories" in table.stdout
+    assert "alembic" in table.stdout
+
+
+def test_recall_nothing_found(shop):
+    result = shop("recall", "zeppelin", "--format", "context")
+    assert (result.exit_code, result.stdout) == (0, "")
+    result = shop("recall", "zeppelin")
+    assert result.exit_code == 0 and "nothing found" in result.stderr
+
+
+def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
+    def down(self, texts):
+        raise EmbeddingError("provider unreachable")
+    monkeypatch.setattr(_Vectors, "embed", down)
+
+    result = shop("recall", "alembic migration", "--format", "json")
+    doc = json.loads(result.stdout)
+    assert doc["source"] == "keyword" and "provider unreachable" in doc["note"]
+    assert doc["memories"]  # found by keywords
+
+    table = shop("recall", "alembic migration")
+    assert "source=keyword" in table.stdout
+    assert "note: source=keyword: query embedding failed" in table.stderr
+
+
+def test_auto_with_task_json(shop):
+    result = shop("recall", "--auto", "--task", "add a column with a migration", "--project",
+                  "/home/dev/shop", "--branch", "main", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["mode"] == "auto" and doc["source"] == "hybrid"
+    assert {m["section"] for m in doc["memories"]} == {"recent", "related", "failures"}
+    assert doc["tokens"] <= 4000
+
+
+# ---------------------------------------------------------------- index / sync
+
+def test_index_summary_and_sync(run, tmp_path):
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    lines = (FIXTURES / "shop-main.jsonl").read_bytes().splitlines(keepends=True)
+    transcript = folder / "main.jsonl"
+    transcript.write_bytes(b"".join(lines[:-1]) + b"{broken\n")
+    (folder / "other.json").write_text('{"name": "not a transcript"}')
+
+    result = run("index", folder)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[:5] == [
+        "files: 2 (1 new, 1 not transcripts)",
+        "sessions: 1  messages: 7 new, 0 already stored  (agent claude-code)",
+        "problems: 2 (skipped or repaired, the rest was imported)",
+        f"  {transcript}:9: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+        f"  {folder / 'other.json'}: not a transcript (skipped)",
+    ]
+
+    with open(transcript, "ab") as f:
+        f.write(lines[-1])
+    os.utime(transcript, ns=(transcript.stat().st_atime_ns, transcript.stat().st_mtime_ns + 10**9))
+    result = run("sync", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {k: doc[k] for k in ("appended", "unchanged", "inserted", "skipped")} == {
+        "appended": 1, "unchanged": 1, "inserted": 1, "skipped": 0}
+    assert doc["roots"] == [str(folder)]
+
+
+# ---------------------------------------------------------------- embed / worker
+
+def test_embed_dry_run_then_embed(run, tmp_path):
+    run("index", FIXTURES / "reports.jsonl")
+    dry = run("embed", "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.stdout)["pending"] == 2
+
+    done = run("embed", "--json", "--batch-size", "1")
+    doc = json.loads(done.stdout)
+    assert (doc["model"], doc["embedded"], doc["failed"], doc["pending"]) == (
+        "local/all-MiniLM-L6-v2", 2, 0, 0)
+    table = run("embed")
+    assert re.search(r"│\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │", table.stdout)
+
+
+def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
+    import psycopg
+
+    run("index", FIXTURES / "reports.jsonl")
+    monkeypatch.setattr(cli_module, "_Vectors", lambda model=None: FakeVectors(dim=8))
+
+    refused = run("embed", "--reembed", "--model", "fake/hash", input="n\n")
+    assert refused.exit_code == 1
+    assert "gives 8-dimensional vectors; this database stores 384" in refused.output
+    assert refused.output.rstrip().endswith("Error: nothing changed")
+
+    done = run("embed", "--reembed", "--model", "fake/hash", "--yes", "--json")
+    assert json.loads(done.stdout)["embedded"] == 2
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("select value::int from recall.config where key = 'embedding_dim'").fetchone() == (8,)
+
+
+def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
+    run("index", FIXTURES / "reports.jsonl")
+    monkeypatch.setattr(cli_module, "_Vectors", lambda model=None: FakeVectors())
+    real = _worker.listen_loop
+
+    def loop(connect, make_worker, **kw):
+        def on_report(report):
+            kw["on_report"](report)
+            raise KeyboardInterrupt  # Ctrl-C after the first batch
+        return real(connect, make_worker, idle_timeout=kw["idle_timeout"], on_report=on_report)
+    monkeypatch.setattr(_worker, "listen_loop", loop)
+
+    result = run("worker", "--idle-timeout", "0.2")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"embedded 2, failed 0, pending 0", result.stdout)
+    assert result.stderr.strip().endswith("worker stopped")
+
+
+# ---------------------------------------------------------------- sessions / show / forget / summarize
+
+def test_sessions_show_forget(run, db_url):
+    shop = run
+    assert run("index", *SHOP).exit_code == 0
+    listed = json.loads(shop("sessions", "--json").stdout)
+    assert [s["session_id"] for s in listed] == [
+        "b2222222-0000-4000-8000-000000000002", "c3333333-0000-4000-8000-000000000003", MAIN_SESSION]
+    assert listed[2]["messages"] == 8 and listed[2]["pending"] == listed[2]["chunks"] > 0
+    table = shop("sessions")
+    assert "a1111111" in table.stdout and "3 session(s) of agent 'claude-code'" in table.stdout
+
+    shown = shop("show", "a1111111")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith("# Orders table migration on main")
+    assert "[4] tool · tool_result (error)" in shown.stdout
+    assert json.loads(shop("show", MAIN_SESSION, "--json").stdout)["messages"][0]["seq"] == 1
+
+    forgot = shop("forget", "--session", "a1111111")
+    assert forgot.exit_code == 0 and forgot.stdout.startswith(f"forgot session {MAIN_SESSION}")
+    assert len(json.loads(shop("sessions", "--json").stdout)) == 2
+
+    everything = shop("forget", "--all", "--yes")
+    assert everything.stdout.strip() == "forgot 2 session(s) of agent 'claude-code'"
+    import psycopg
+    with psycopg.connect(db_url) as conn:
+        counts = conn.execute("select (select count(*) from recall.sessions), (select count(*) from "
+                              "recall.chunks), (select count(*) from recall.source_files)").fetchone()
+    assert counts == (0, 0, 0)
+
+
+def test_summarize(run):
+    shop = run
+    assert run("index", *SHOP).exit_code == 0
+    result = shop("summarize", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["extractive"] == 0  # nothing embedded yet: nothing to summarize
+    failed = shop("summarize", "--summarize-with", "no-such-provider/model")
+    assert failed.exit_code == 1
+    assert "0 by no-such-provider/model, 3 failed" in failed.stdout
+    assert failed.stderr.startswith("error: ")
+
+
+def test_parse_since():
+    now = datetime.fromisoformat("2026-05-10T12:00:00+00:00")
+    assert parse_since("7d", now=now).isoformat() == "2026-05-03T12:00:00+00:00"
+    assert parse_since("12h", now=now).isoformat() == "2026-05-10T00:00:00+00:00"
+    assert parse_since("2w", now=now).isoformat() == "2026-04-26T12:00:00+00:00"
+    assert parse_since("2026-01-01").isoformat() == "2026-01-01T00:00:00+00:00"
+    assert parse_since("2026-01-01T10:00:00+02:00").isoformat() == "2026-01-01T10:00:00+02:00"
+
+
+# ---------------------------------------------------------------- errors
+
+BAD_DSN = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
+
+ERRORS = [  # args, exit status, message
+    (["recall"], 2, "give a QUERY (or --auto for the session-start context)"),
+    (["recall", "x", "--since", "yesterday"], 2, "'yesterday': expected a duration like 7d"),
+    (["recall", "x", "--task", "t"], 2, "--task goes with --auto"),
+    (["recall", "--auto", "--by-session"], 2, "--auto chooses its own memories"),
+    (["recall", "x", "-k", "0"], 2, "0 is not in the range 1<=x<=1000"),
+    (["recall", "x", "--format", "yaml"], 2, "'yaml' is not one of"),
+    (["recall", "x", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
+    (["recall", "--auto", "--hook"], 2, "--hook: stdin is not the JSON a Claude Code hook receives"),
+    (["index"], 2, "Missing argument 'PATHS...'"),
+    (["index", "/no/such/folder"], 1, "/no/such/folder: no such file or folder"),
+    (["sync", "--agent", "nobody"], 1, "nothing to sync for agent 'nobody'"),
+    (["embed", "--batch-size", "0"], 2, "0 is not in the range 1<=x<=4096"),
+    (["embed", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
+    (["worker", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
+    (["summarize", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
+    (["sessions", "--since", "soon"], 2, "'soon': expected a duration"),
+    (["show", "nope"], 1, "no session 'nope' for agent 'claude-code'"),
+    (["forget"], 2, "give either --session SESSION or --all"),
+    (["forget", "--all"], 2, "--all deletes everything of the agent: add --yes to confirm"),
+    (["forget", "--session", "nope"], 1, "no session 'nope' for agent 'claude-code'"),
+    (["migrate", "--dim", "0"], 1, "embedding dimension must be between 1 and 16000, got 0"),
+]
+
+
+@pytest.mark.parametrize("args, status, message", ERRORS, ids=[" ".join(a) for a, _, _ in ERRORS])
+def test_errors_are_one_clean_line(shop, tmp_path, monkeypatch, args, status, message):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.claude/projects
+    result = shop(*args, input="not json" if "--hook" in args else "")
+    assert result.exit_code == status, result.output
+    assert "Traceback" not in result.output
+    error_lines = [x for x in result.output.splitlines() if x.startswith("Error:")]
+    assert len(error_lines) == 1 and message in error_lines[0], result.output

@@ -1,0 +1,145 @@
+"""Session-aware recall on a fixture where the answer needs the right session.
+
+tests/fixtures/cli/sessions.jsonl holds three sessions: a PostgreSQL 15 -> 16 upgrade whose
+fix ("pg_upgrade hung ... we fixed it by stopping the old cluster") never says "timeout", and
+two other sessions (a Redis cache, a CI pipeline) that each say "we fixed the timeout".
+Asked "what fixed the timeout when we upgraded the database?", chunk-level hybrid recall puts
+a CI chunk first (the words match); session_recall first picks the session that is about the
+database upgrade, and answers from it. Embeddings come from the real local model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from conftest import drop_database, new_database
+from pgvector.psycopg import register_vector
+
+from pyrecall import _summarize, _sync
+from pyrecall.cli import _Vectors, main
+from pyrecall.client import Recall
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cli" / "sessions.jsonl"
+QUERY = "what fixed the timeout when we upgraded the database?"
+AS_OF = datetime(2026, 5, 10, tzinfo=UTC)  # recency as of the week of the fixture
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The local all-MiniLM-L6-v2, loaded once for the whole run (offline)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    e = _Vectors("local/all-MiniLM-L6-v2")
+    e.embed(["warm up"])
+    return e
+
+
+@pytest.fixture(scope="module")
+def memory_url(server_url, template_url, embedder):
+    """One database for the module: the fixture imported, embedded and summarized once."""
+    url = new_database(server_url)
+    with Recall(url, embedder=embedder) as r:
+        assert _sync.index(r.conn, [FIXTURE], agent_id="ops").inserted == 20
+        assert r.embed_pending().embedded == 10
+        assert r.conn.execute("select recall.summarize_sessions()").fetchone()[0] == 3
+    yield url
+    drop_database(server_url, url)
+
+
+@pytest.fixture
+def recall(memory_url, embedder):
+    with Recall(memory_url, embedder=embedder) as r:
+        yield r
+
+
+def test_hybrid_recall_alone_answers_from_the_wrong_session(recall):
+    top = recall.recall("ops", QUERY, k=3, as_of=AS_OF)
+    assert top.source == "hybrid"
+    assert top[0].session_id == "ci-timeouts"
+
+
+def test_session_recall_picks_the_session_then_the_answer(recall):
+    result = recall.session_recall("ops", QUERY, k=3, sessions=2, as_of=AS_OF)
+
+    assert result[0].session_id == "pg-upgrade"
+    assert "pg_upgrade hung waiting for the old server to stop" in result[0].content
+    ranks = recall.conn.execute(
+        "select session_id, session_rank from recall.session_recall('ops', %s, %s, k => 10, "
+        "n_sessions => 2, as_of => %s)", [QUERY, recall.embedder.embed([QUERY])[0], AS_OF]).fetchall()
+    assert ranks[0] == ("pg-upgrade", 1)
+    assert len({sid for sid, _ in ranks}) == 2 and {r for _, r in ranks} == {1, 2}
+
+
+def test_extractive_summaries(recall):
+    rows = recall.conn.execute(
+        "select session_id, summary_model, summary, summary_embedding is not null "
+        "from recall.sessions order by session_id").fetchall()
+    assert [(sid, model, has_vector) for sid, model, _, has_vector in rows] == [
+        ("ci-timeouts", "extractive", True), ("pg-upgrade", "extractive", True),
+        ("redis-cache", "extractive", True)]
+    pg = dict((sid, text) for sid, _, text, _ in rows)["pg-upgrade"]
+    assert "pg_upgrade" in pg and len(pg) <= 1200
+    # nothing changed since: nothing to redo
+    assert recall.conn.execute("select recall.summarize_sessions('ops')").fetchone()[0] == 0
+
+
+def test_cli_by_session(memory_url):
+    env = {"PYRECALL_DSN": memory_url, "PYRECALL_AGENT": "ops"}
+    out = CliRunner().invoke(main, ["recall", QUERY, "--by-session", "--sessions", "2", "-k", "3",
+                                    "--format", "json"], env=env)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert (doc["mode"], doc["source"], doc["agent"]) == ("session", "hybrid", "ops")
+    assert doc["memories"][0]["session_id"] == "pg-upgrade"
+    assert doc["memories"][0]["session_rank"] == 1
+
+    out = CliRunner().invoke(main, ["recall", QUERY, "--by-session", "--format", "context"], env=env)
+    assert out.exit_code == 0, out.output
+    headings = [x for x in out.output.splitlines() if x.startswith("### ")]
+    assert headings[0] == "### Upgrade the database server from PostgreSQL 15 to 16 (2026-05-04)"
+
+
+def test_llm_summaries_through_litellm(server_url, template_url, embedder, monkeypatch):
+    """--summarize-with MODEL: the summary comes from the model (here a litellm custom provider
+    in this process), is kept in the session and becomes a recallable `summary` chunk."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    seen = []
+
+    class FakeLLM(litellm.CustomLLM):
+        def completion(self, *args, **kwargs):
+            seen.append(kwargs["messages"][-1]["content"])
+            return litellm.completion(model="gpt-4o-mini", messages=kwargs["messages"],
+                                      mock_response="Upgraded PostgreSQL 15 to 16 with pg_upgrade.")
+
+    monkeypatch.setattr(litellm, "custom_provider_map",
+                        [{"provider": "fakellm", "custom_handler": FakeLLM()}])
+    url = new_database(server_url)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            register_vector(conn)
+            _sync.index(conn, [FIXTURE], agent_id="ops")
+            report = _summarize.summarize(conn, agent_id="ops", model="fakellm/summarizer")
+            assert (report.written, report.failed) == (3, 0)
+            assert "pg_upgrade hung waiting for the old server to stop" in "".join(seen)
+            row = conn.execute("select summary, summary_model from recall.sessions "
+                               "where session_id = 'pg-upgrade'").fetchone()
+            assert row == ("Upgraded PostgreSQL 15 to 16 with pg_upgrade.", "fakellm/summarizer")
+            chunk = conn.execute("select content, embedding is null from recall.chunks "
+                                 "where session_id = 'pg-upgrade' and kind = 'summary'").fetchone()
+            assert chunk == ('Summary of session "Upgrade the database server from PostgreSQL 15 '
+                             'to 16": Upgraded PostgreSQL 15 to 16 with pg_upgrade.', True)
+            # unchanged sessions are not sent again
+            again = _summarize.summarize(conn, agent_id="ops", model="fakellm/summarizer")
+            assert again.written == 0 and len(seen) == 3
+            # the summary chunk is found by keywords at once
+            hits = conn.execute("select kind from recall.hybrid_recall('ops', 'pg_upgrade summary')").fetchall()
+            assert ("summary",) in hits
+    finally:
+        drop_database(server_url, url)
