@@ -67,40 +67,18 @@ def model_option(fn):
                              f"{_config.DEFAULT_MODEL}).")(fn)
 
 
-class _Vectors:
-    """The configured embedder, answering numpy arrays: pgvector's adapter sends those as
-    ``vector`` (a Python list would go as ``double precision[]``, which no recall function
-    takes). The model is loaded only when a text is embedded."""
+def _embedder(model: str | None):
+    """The embedder of ``model`` (default: $PYRECALL_EMBED_MODEL); loaded at its first use."""
+    from ._embed import get_embedder
 
-    def __init__(self, model: str | None):
-        from ._embed import get_embedder
-
-        self.inner = get_embedder(model)
-        self.model = self.inner.model
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts):
-        import numpy as np
-
-        return [np.asarray(v, dtype=np.float32) for v in self.inner.embed(texts)]
-
-    async def aembed(self, texts):
-        import numpy as np
-
-        return [np.asarray(v, dtype=np.float32) for v in await self.inner.aembed(texts)]
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
+    return get_embedder(model)
 
 
 def _client(dsn: str | None, model: str | None = None):
     """A Recall client: the database is installed on first use, as the Python client does."""
     from .client import Recall
 
-    return Recall(dsn, embedder=_Vectors(model))
+    return Recall(dsn, embedder=_embedder(model))
 
 
 def _stderr_console():
@@ -651,7 +629,7 @@ def worker(batch_size, agent, idle_timeout, model, dsn):
     """
     from . import _worker
 
-    embedder = _Vectors(model)
+    embedder = _embedder(model)
     url = _db.resolve_dsn(dsn)
     _client(url).close()  # install the schema on first use, check the connection
 

@@ -17,7 +17,8 @@ from conftest import drop_database, new_database
 
 from pyrecall import EmbeddingError, _worker
 from pyrecall import cli as cli_module
-from pyrecall.cli import _Vectors, main, parse_since
+from pyrecall._embed import get_embedder
+from pyrecall.cli import main, parse_since
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cli"
 SHOP = [FIXTURES / "shop-main.jsonl", FIXTURES / "shop-coupons.jsonl", FIXTURES / "reports.jsonl"]
@@ -28,7 +29,7 @@ MAIN_SESSION = "a1111111-0000-4000-8000-000000000001"
 def local_model():
     """The local model, loaded once per run (the CLI's query embeddings reuse it)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    e = _Vectors("local/all-MiniLM-L6-v2")
+    e = get_embedder("local/all-MiniLM-L6-v2")
     e.embed(["warm up"])
     return e
 
@@ -144,9 +145,10 @@ def test_recall_nothing_found(shop):
 
 
 def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
-    def down(self, texts):
-        raise EmbeddingError("provider unreachable")
-    monkeypatch.setattr(_Vectors, "embed", down)
+    class Down(FakeVectors):
+        def embed(self, texts):
+            raise EmbeddingError("provider unreachable")
+    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: Down())
 
     result = shop("recall", "alembic migration", "--format", "json")
     doc = json.loads(result.stdout)
@@ -219,7 +221,7 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
     import psycopg
 
     run("index", FIXTURES / "reports.jsonl")
-    monkeypatch.setattr(cli_module, "_Vectors", lambda model=None: FakeVectors(dim=8))
+    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeVectors(dim=8))
 
     refused = run("embed", "--reembed", "--model", "fake/hash", input="n\n")
     assert refused.exit_code == 1
@@ -234,7 +236,7 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
 
 def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
     run("index", FIXTURES / "reports.jsonl")
-    monkeypatch.setattr(cli_module, "_Vectors", lambda model=None: FakeVectors())
+    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeVectors())
     real = _worker.listen_loop
 
     def loop(connect, make_worker, **kw):

@@ -15,6 +15,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -22,7 +23,8 @@ from conftest import drop_database, new_database
 from pgvector.psycopg import register_vector
 
 from pyrecall import _summarize, _sync
-from pyrecall.cli import _Vectors, main
+from pyrecall._embed import get_embedder
+from pyrecall.cli import main
 from pyrecall.client import Recall
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cli" / "sessions.jsonl"
@@ -34,7 +36,7 @@ AS_OF = datetime(2026, 5, 10, tzinfo=UTC)  # recency as of the week of the fixtu
 def embedder():
     """The local all-MiniLM-L6-v2, loaded once for the whole run (offline)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    e = _Vectors("local/all-MiniLM-L6-v2")
+    e = get_embedder("local/all-MiniLM-L6-v2")
     e.embed(["warm up"])
     return e
 
@@ -70,7 +72,8 @@ def test_session_recall_picks_the_session_then_the_answer(recall):
     assert "pg_upgrade hung waiting for the old server to stop" in result[0].content
     ranks = recall.conn.execute(
         "select session_id, session_rank from recall.session_recall('ops', %s, %s, k => 10, "
-        "n_sessions => 2, as_of => %s)", [QUERY, recall.embedder.embed([QUERY])[0], AS_OF]).fetchall()
+        "n_sessions => 2, as_of => %s)",
+        [QUERY, np.asarray(recall.embedder.embed([QUERY])[0], dtype=np.float32), AS_OF]).fetchall()
     assert ranks[0] == ("pg-upgrade", 1)
     assert len({sid for sid, _ in ranks}) == 2 and {r for _, r in ranks} == {1, 2}
 
