@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default=None, help="regex on method names to run")
     ap.add_argument("--url", default=None, help="an already loaded database: skip loading")
     ap.add_argument("--no-idf", action="store_true")
+    ap.add_argument("--idf-only", action="store_true", help="base: only the idf query variant")
     ap.add_argument("--grid", default="defaults,weights,recency,candidates,session")
     args = ap.parse_args(argv)
 
@@ -179,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
             if name == "base" and not args.no_idf:
                 idf_q = idf_questions(conn, ds.questions, 0.5)
                 asked.append(("base+idf", idf_q, [m for m in methods if m.text]))
+                if args.idf_only:
+                    asked = asked[1:]
             for label, questions, ms in asked:
                 for m in ms:
                     r = locomo.evaluate(conn, questions, embeddings, [m])[m.name]

@@ -111,13 +111,19 @@ def locomo_cmd(data, ks, limit_conversations, limit_questions, as_json, dsn, qui
         _print_locomo(report)
 
 
-def _print_locomo(report: dict) -> None:
+def _console():
     from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def _print_locomo(report: dict) -> None:
     from rich.table import Table
 
     from .locomo import CATEGORIES
 
-    console = Console()
+    console = _console()
     metrics = [f"recall@{k}" for k in report["k"]] + ["all@10", "session_recall@5", "mrr"]
     table = Table(title=f"LoCoMo evidence retrieval — {report['n_questions']} questions, "
                         f"{report['n_conversations']} conversations ({report['model']})")
@@ -185,10 +191,9 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, seed, as_json,
 
 
 def _print_latency(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     ing = report["ingest"]
     console.print(f"{report['chunks']:,} chunks, {report['messages']:,} messages, "
                   f"{report['agents']} agents (largest {report['agent_sizes']['largest']:,}, "
@@ -272,7 +277,6 @@ def peers_cmd(n_chunks, n_agents, queries_per_class, peers, seed, as_json, dsn, 
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{report['chunks']:,} chunks, {report['agents']} agents, "
@@ -300,4 +304,4 @@ def peers_cmd(n_chunks, n_agents, queries_per_class, peers, seed, as_json, dsn, 
                 else:
                     table.add_row(f"{peer} {q}", f"{r['rows_per_s']:,.0f}", f"{s['p50']}",
                                   f"{s['p95']}", f"{s['p99']}", f"{s['recall@10']}")
-    Console().print(table)
+    _console().print(table)

@@ -13,6 +13,7 @@ Needs the ``bench`` extra's optional peers: ``pip install lancedb chromadb``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
@@ -46,6 +47,7 @@ def _measure(queries: list[latency.Query], truth: list[list[int]],
 
 
 def lancedb_run(rows: dict[str, Any], queries, truth, workdir: str) -> dict[str, Any]:
+    os.environ.setdefault("LANCE_LOG", "error")  # else a deprecation warning per query
     import lancedb
     import pyarrow as pa
 
