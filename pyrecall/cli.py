@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import signal
@@ -72,6 +73,15 @@ def _embedder(model: str | None):
     from ._embed import get_embedder
 
     return get_embedder(model)
+
+
+def _check_model(embedder) -> None:
+    """Load the model now (its dimension needs it), so that a wrong name is one clear error."""
+    try:
+        _ = embedder.dim
+    except (OSError, ValueError, ImportError) as exc:
+        raise click.ClickException(f"cannot load embedding model {embedder.model}: "
+                                   f"{_error_text(exc)}") from None
 
 
 def _client(dsn: str | None, model: str | None = None):
@@ -368,6 +378,8 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
     scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
     filter_ = scope or None
 
+    # the result says when the query embedding failed (source=keyword): no second warning
+    logging.getLogger("pyrecall").setLevel(logging.ERROR)
     r = _client(dsn, model)
     try:
         if auto:
@@ -556,6 +568,8 @@ def embed(batch_size, agent, since, dry_run, cleanup, reembed, yes, model, as_js
     embedder = r.embedder
     try:
         conn = r.conn
+        if not dry_run:
+            _check_model(embedder)
         if reembed and not dry_run:
             installed = _migrate.installed_dim(conn)
             if installed is not None and embedder.dim != installed:
@@ -630,6 +644,7 @@ def worker(batch_size, agent, idle_timeout, model, dsn):
     from . import _worker
 
     embedder = _embedder(model)
+    _check_model(embedder)
     url = _db.resolve_dsn(dsn)
     _client(url).close()  # install the schema on first use, check the connection
 

@@ -322,6 +322,7 @@ ERRORS = [  # args, exit status, message
     (["sync", "--agent", "nobody"], 1, "nothing to sync for agent 'nobody'"),
     (["embed", "--batch-size", "0"], 2, "0 is not in the range 1<=x<=4096"),
     (["embed", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
+    (["embed", "--model", "local/no-such-model"], 1, "cannot load embedding model local/no-such-model"),
     (["worker", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
     (["summarize", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
     (["sessions", "--since", "soon"], 2, "'soon': expected a duration"),
