@@ -20,7 +20,7 @@ import psycopg
 
 from . import _migrate
 from ._embed import Embedder
-from ._errors import DimensionMismatchError, EmbeddingError, TransientEmbeddingError
+from ._errors import DatabaseError, DimensionMismatchError, EmbeddingError, TransientEmbeddingError
 
 log = logging.getLogger("pyrecall.worker")
 
@@ -108,6 +108,23 @@ def cleanup(conn: psycopg.Connection, *, agent: str | None = None) -> int:
     return cur.rowcount
 
 
+def _vector_problem(vector, dim: int) -> tuple[np.ndarray | None, str | None]:
+    """The vector as float32, or why it cannot be stored: wrong length, NaN or infinite
+    (also after the cast to float32), all zeros."""
+    try:
+        v = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError):
+        return None, "the provider answered something that is not a vector"
+    if v.ndim != 1 or v.size != dim:
+        return None, f"the provider answered a vector of {v.size} dimensions, expected {dim}"
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.isfinite(v).all():
+            return None, "the provider answered a vector with values that are not finite (NaN or infinity)"
+    if not v.any():
+        return None, "the provider answered a vector of all zeros: cosine similarity is undefined"
+    return v, None
+
+
 class Worker:
     """Embeds pending chunks with one embedder.
 
@@ -125,6 +142,7 @@ class Worker:
         self.model_filter = embedder.model if reembed else None
         self.retry_now = retry_now
         self._after = 0
+        self._installed_dim: int | None = None
         self.progress = progress
 
     def run(self, *, max_batches: int | None = None) -> EmbedReport:
@@ -168,6 +186,8 @@ class Worker:
     def _embed_rows(self, rows: list[tuple[int, str]], report: EmbedReport) -> None:
         try:
             vectors = self.embedder.embed([text for _, text in rows])
+            if len(vectors) != len(rows):
+                raise EmbeddingError(f"{self.embedder.model}: sent {len(rows)} texts, got {len(vectors)} vectors")
         except (TransientEmbeddingError, EmbeddingError) as exc:
             if len(rows) > 1 and not isinstance(exc, TransientEmbeddingError):
                 mid = len(rows) // 2          # find the chunk the provider refuses
@@ -180,6 +200,19 @@ class Worker:
             if isinstance(exc, TransientEmbeddingError):
                 log.warning("embedding provider unavailable, %d chunk(s) stay pending: %s", len(rows), exc)
             return
+        # a vector the database cannot store (NaN, infinity, wrong length) would abort the whole
+        # batch, again at every run; an all-zero one has no cosine and would rank first (NaN).
+        # Such a chunk fails alone, with the reason; the others are written.
+        checked = [(row, *_vector_problem(v, self._dim())) for row, v in zip(rows, vectors, strict=True)]
+        for (cid, _), _, problem in checked:
+            if problem:
+                self._record_failure([cid], EmbeddingError(f"{self.embedder.model}: {problem}"))
+                report.failed += 1
+                report.errors.append(problem)
+        rows = [row for row, _, problem in checked if not problem]
+        vectors = [v for _, v, problem in checked if not problem]
+        if not rows:
+            return
         tokens = [self.embedder.count_tokens(text) for _, text in rows]
         ids = [cid for cid, _ in rows]
         self.conn.execute(
@@ -189,8 +222,13 @@ class Worker:
                       embed_after = null
                  from unnest(%s::bigint[], %s::vector[], %s::int[]) as v(chunk_id, embedding, n_tokens)
                 where c.chunk_id = v.chunk_id""",
-            [self.embedder.model, ids, [np.asarray(v, dtype=np.float32) for v in vectors], tokens])
+            [self.embedder.model, ids, vectors, tokens])
         report.embedded += len(rows)
+
+    def _dim(self) -> int:
+        if self._installed_dim is None:
+            self._installed_dim = _migrate.installed_dim(self.conn) or self.embedder.dim
+        return self._installed_dim
 
     def _record_failure(self, ids: list[int], exc: Exception) -> None:
         self.conn.execute(
@@ -221,7 +259,8 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                         on_report(report)
                     for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
                         pass
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, DatabaseError) as exc:
+            # DatabaseError: pyrecall._db.connect's "cannot connect" while the server is down
             log.warning("database unavailable (%s); reconnecting in %.0f s", str(exc).strip(), delay)
             time.sleep(delay)
             delay = min(delay * 2, 30.0)
