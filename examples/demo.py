@@ -36,7 +36,8 @@ def run(*args: str) -> None:
     except SystemExit as exc:  # a command that sets its exit status
         if exc.code not in (0, None):
             raise
-    print(f"({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    print(f"({time.perf_counter() - started:.1f} s)", flush=True)
 
 
 def main_demo() -> None:
@@ -48,8 +49,9 @@ def main_demo() -> None:
     run("recall", "--auto", "--task", "deploy the API to staging", "--project", PROJECT,
         "--branch", BRANCH, "--budget", "2000", "--format", "context")
     run("recall", "how did we fix the docker deployment?", "-k", "3")
-    print("\nTry your own: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
-          "Your Claude Code history: pyrecall index ~/.claude/projects && pyrecall embed")
+    print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
+          "Yours: pyrecall index ~/.claude/projects && pyrecall embed  (see README.md for the "
+          "Claude Code hook)")
 
 
 if __name__ == "__main__":

@@ -34,11 +34,16 @@ def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple
             yield from commands(cmd, (*prefix, name))
 
 
-def help_text(path: tuple[str, ...], cmd: click.Command) -> str:
-    """The ``--help`` of one command as a terminal 100 columns wide shows it, whatever the
-    width of this one (so that the file is the same on every machine)."""
-    ctx = click.Context(cmd, info_name=" ".join(("pyrecall", *path)), max_content_width=100,
-                        terminal_width=100)
+def help_text(main: click.Group, path: tuple[str, ...]) -> str:
+    """The ``--help`` of one command as `pyrecall ... --help` prints it on a terminal 100
+    columns wide, whatever the width of this one (so the file is the same on every machine):
+    through the chain of contexts, so that settings such as ``-h`` are inherited."""
+    settings = {**main.context_settings, "max_content_width": 100, "terminal_width": 100}
+    ctx = click.Context(main, info_name="pyrecall", **settings)
+    cmd: click.Command = main
+    for name in path:
+        cmd = cmd.get_command(ctx, name)
+        ctx = click.Context(cmd, info_name=name, parent=ctx)
     return cmd.get_help(ctx).rstrip() + "\n"
 
 
@@ -51,10 +56,10 @@ def render(main: click.Group | None = None) -> str:
         name = " ".join(path)
         anchor = "pyrecall-" + "-".join(path)
         out.append(f"- [`pyrecall {name}`](#{anchor}): {cmd.get_short_help_str(80)}\n")
-    out.append("\n## pyrecall\n\n```text\n" + help_text((), main) + "```\n")
-    for path, cmd in entries:
+    out.append("\n## pyrecall\n\n```text\n" + help_text(main, ()) + "```\n")
+    for path, _cmd in entries:
         level = "#" * (1 + len(path))
-        out.append(f"\n{level} pyrecall {' '.join(path)}\n\n```text\n{help_text(path, cmd)}```\n")
+        out.append(f"\n{level} pyrecall {' '.join(path)}\n\n```text\n{help_text(main, path)}```\n")
     return "".join(out)
 
 

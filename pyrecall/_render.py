@@ -164,7 +164,10 @@ def to_json(result: RecallResult, *, mode: str, infos: dict[str, SessionInfo],
     return json.dumps(doc, ensure_ascii=False, indent=2, default=str)
 
 
-def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True) -> str:
+def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
+           scope: dict | None = None) -> str:
+    """``date · kind · "session title" (channel; author; project, branch)``; the project and
+    branch are left out where they are the scope the whole answer is about."""
     parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
     if not show_session:
         pass
@@ -175,8 +178,12 @@ def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True) ->
     meta = m.metadata or {}
     where = [x for x in (meta.get("channel") and f"#{meta['channel']}",
                          meta.get("author")) if x]
-    if show_session and info and (info.project or info.branch):
-        where.append(", ".join(x for x in (_short_project(info.project), info.branch) if x))
+    scope = scope or {}
+    if show_session and info:
+        place = [_short_project(info.project) if info.project != scope.get("project") else None,
+                 info.branch if info.branch != scope.get("branch") else None]
+        if any(place):
+            where.append(", ".join(x for x in place if x))
     label = " · ".join(parts)
     if where:
         label += f" ({'; '.join(where)})"
@@ -190,15 +197,18 @@ def _indent(text: str, prefix: str = "  ") -> str:
     return "\n".join(prefix + line if line.strip() else "" for line in lines)
 
 
-def _item(m: Memory, info: SessionInfo | None, *, show_session: bool = True) -> str:
-    return f"- {_label(m, info, show_session=show_session)}\n{_indent(m.content)}"
+def _item(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
+          scope: dict | None = None) -> str:
+    return f"- {_label(m, info, show_session=show_session, scope=scope)}\n{_indent(m.content)}"
 
 
 def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: bool,
-               by_session: bool = False, heading: str = "## Relevant memory") -> str:
+               by_session: bool = False, scope: dict | None = None,
+               heading: str = "## Relevant memory") -> str:
     """Markdown for a system prompt. ``auto``: sections Recent / Related / Failures to avoid;
-    ``by_session``: a sub-heading per session; else one list in score order. Empty when there
-    is nothing to say (a start-up hook then adds nothing to the prompt)."""
+    ``by_session``: a sub-heading per session; else one list in score order. ``scope``
+    (project, branch) is not repeated on every item. Empty when there is nothing to say (a
+    start-up hook then adds nothing to the prompt)."""
     if not result.memories:
         return ""
     out = [heading]
@@ -208,8 +218,8 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
             if not rows:
                 continue
             out.append(f"### {title}")
-            out.extend(_failure_items(rows, infos) if key == "failures"
-                       else [_item(m, infos.get(m.session_id)) for m in rows])
+            out.extend(_failure_items(rows, infos, scope) if key == "failures"
+                       else [_item(m, infos.get(m.session_id), scope=scope) for m in rows])
     elif by_session:
         order: list[str] = []
         for m in result.memories:
@@ -223,11 +233,12 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
             out.extend(_item(m, info, show_session=False)
                        for m in result.memories if m.session_id == sid)
     else:
-        out.extend(_item(m, infos.get(m.session_id)) for m in result.memories)
+        out.extend(_item(m, infos.get(m.session_id), scope=scope) for m in result.memories)
     return "\n".join(out) + "\n"
 
 
-def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo]) -> list[str]:
+def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo],
+                   scope: dict | None) -> list[str]:
     """A failure, then what the agent concluded from it (metadata.resolution_of) nested below."""
     items: list[str] = []
     shown = {m.chunk_id for m in rows}
@@ -236,7 +247,7 @@ def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo]) -> list[st
         if parent is not None and parent in shown:
             items.append(f"  - Then: {_indent(m.content, '    ').lstrip()}")
         else:
-            items.append(_item(m, infos.get(m.session_id)))
+            items.append(_item(m, infos.get(m.session_id), scope=scope))
     return items
 
 

@@ -326,8 +326,8 @@ def migrate_status(dsn):
               default=None, help="Output format [default: table; context with --auto].")
 @click.option("--by-session", is_flag=True,
               help="Session-aware: the best sessions first, then their best chunks.")
-@click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=5,
-              show_default=True, help="With --by-session: how many sessions.")
+@click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=None,
+              help="With --by-session: how many sessions [default: recall.session_recall's, 10].")
 @click.option("--auto", is_flag=True, help="The session-start context: recent work on this "
               "project and branch, work related to --task, failures to avoid.")
 @click.option("--task", default=None, help="With --auto: what the new session is about.")
@@ -406,8 +406,8 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
         click.echo(_render.to_json(result, mode=mode, infos=infos,
                                    scope={"agent": agent, **scope}))
     elif fmt == "context":
-        click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session),
-                   nl=False)
+        click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session,
+                                      scope=scope), nl=False)
     elif fmt == "markdown":
         click.echo(_render.to_markdown(result, infos=infos, mode=mode), nl=False)
     else:
