@@ -7,6 +7,7 @@ product to be had for real (prototyped here through the data only):
   base     the product as it is (turn_pair chunks, see recall._rechunk)
   date     every turn's text starts with its session's date ("[8 May 2023] ...")
   single   one chunk per turn (every turn stored as a user message: no pairs)
+  date+winNsM  both (any "date" and one "single"/"winNsM" combine)
   winNsM   windows of N consecutive turns every M turns (chunks written directly into
            recall.chunks after a normal ingest: a prototype of window chunking)
 
@@ -55,9 +56,9 @@ def variant_dataset(base: locomo.Dataset, variant: str) -> locomo.Dataset:
             s.agent_id = new_agent
             s.session_id = s.session_id.replace(agent, new_agent, 1)
             for m in s.messages:
-                if variant == "date" and s.started_at:
+                if "date" in variant and s.started_at:
                     m.content = f"[{s.started_at:%-d %B %Y}] {m.content}"
-                elif variant == "single" or variant.startswith("win"):
+                if "single" in variant or "win" in variant:
                     m.role = "user"
             out.append(s)
         sessions[new_agent] = out
@@ -114,6 +115,19 @@ def grid(groups: str = "defaults,weights,recency,candidates,session") -> list[Me
         "vector_weight": 1.0, "text_weight": 1.0, "recency_weight": 0.0, "importance_weight": 0.0,
         **hl}), Method("session sw=0.5 sesw=0.5 n=5 r=0", function="session_recall",
                        options={"summary_weight": 0.5, "session_weight": 0.5, "n_sessions": 5, **hl})]
+    # the defaults this study recommends (importance is constant on LoCoMo: no signal)
+    g["recommend"] = [
+        Method("rec hybrid v=.5 t=.5 r=.05 i=.1 hl=30d", options={
+            "vector_weight": 0.5, "text_weight": 0.5, "recency_weight": 0.05,
+            "importance_weight": 0.1, "half_life": 30}),
+        Method("rec hybrid v=.5 t=.5 r=.025 i=.1 hl=30d", options={
+            "vector_weight": 0.5, "text_weight": 0.5, "recency_weight": 0.025,
+            "importance_weight": 0.1, "half_life": 30}),
+        Method("rec session sw=.25 sesw=.5 n=10 hl=30d", function="session_recall", options={
+            "summary_weight": 0.25, "session_weight": 0.5, "n_sessions": 10, "half_life": 30}),
+        Method("rec session sw=0 sesw=.5 n=10 r=0", function="session_recall", options={
+            "summary_weight": 0.0, "session_weight": 0.5, "n_sessions": 10, **hl}),
+    ]
     return [m for name in groups.split(",") for m in g[name]]
 
 
@@ -167,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
             if have:
                 continue
             print(f"# loading {name}", file=sys.stderr, flush=True)
-            m = re.fullmatch(r"win(\d+)s(\d+)", name)
+            m = re.search(r"win(\d+)s(\d+)", name)
             if m:
                 for agent_id, sessions in ds.sessions.items():
                     ingest(conn, sessions, agent_id=agent_id)
@@ -177,9 +191,9 @@ def main(argv: list[str] | None = None) -> None:
         embeddings = locomo.embed_questions(embedder, base.questions)
         for name, ds in variants.items():
             asked = [(name, ds.questions, methods)]
-            if name == "base" and not args.no_idf:
+            if (name == "base" or args.idf_only) and not args.no_idf:
                 idf_q = idf_questions(conn, ds.questions, 0.5)
-                asked.append(("base+idf", idf_q, [m for m in methods if m.text]))
+                asked.append((f"{name}+idf", idf_q, [m for m in methods if m.text]))
                 if args.idf_only:
                     asked = asked[1:]
             for label, questions, ms in asked:
