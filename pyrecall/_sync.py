@@ -186,15 +186,21 @@ def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bo
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise ConfigError("index/sync commit file by file: pass a connection outside a transaction")
     files = list(dict.fromkeys(_walk(roots)))
-    known = _known(conn, agent_id)
     report = SyncReport(roots=[str(r) for r in roots])
     if on_start:
         on_start(len(files))
-    for path in files:
-        result = _sync_file(conn, path, agent_id, known.get(str(path)), full)
-        report.files.append(result)
-        if progress:
-            progress(path, result)
+    # one run at a time per agent (two sessions starting together both sync): the second
+    # waits, then finds the files unchanged
+    conn.execute("select pg_advisory_lock(hashtext('pyrecall.sync'), hashtext(%s))", [agent_id])
+    try:
+        known = _known(conn, agent_id)
+        for path in files:
+            result = _sync_file(conn, path, agent_id, known.get(str(path)), full)
+            report.files.append(result)
+            if progress:
+                progress(path, result)
+    finally:
+        conn.execute("select pg_advisory_unlock(hashtext('pyrecall.sync'), hashtext(%s))", [agent_id])
     return report
 
 
@@ -260,6 +266,8 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
                     accumulate=result.status == "appended")
         result.sessions, result.messages, result.inserted = (
             ingested.sessions, ingested.messages, ingested.inserted)
+        if result.status == "appended" and parsed.end_offset == start:
+            result.status = "unchanged"  # touched, or a line still being written
         return result
     except (PyrecallError, OSError, psycopg.DataError, psycopg.IntegrityError) as exc:
         # one bad file never stops the run: it is reported, and tried again next time

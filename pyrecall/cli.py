@@ -361,8 +361,8 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
     if hook:
         project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
     if auto:
-        if by_session or kinds:
-            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind")
+        if by_session or kinds or since:
+            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since")
         task = task if task is not None else query
         if project is None and not hook:
             project, detected = git_scope()
@@ -824,6 +824,10 @@ def show(session, agent, full, as_json, dsn):
 @handle_errors
 def forget(session, everything, agent, yes, dsn):
     """Delete a session, or all memory of an agent, with their chunks and embeddings.
+
+    Transcript files still on disk are imported again by the next `pyrecall sync` (which,
+    with nothing indexed before, reads ~/.claude/projects): delete or move them too if they
+    must be forgotten for good.
 
     \b
     Example:

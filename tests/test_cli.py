@@ -331,6 +331,7 @@ ERRORS = [  # args, exit status, message
     (["forget", "--all"], 2, "--all deletes everything of the agent: add --yes to confirm"),
     (["forget", "--session", "nope"], 1, "no session 'nope' for agent 'claude-code'"),
     (["migrate", "--dim", "0"], 1, "embedding dimension must be between 1 and 16000, got 0"),
+    (["migrate", "status", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
 ]
 
 

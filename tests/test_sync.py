@@ -221,3 +221,31 @@ def test_killed_mid_file_and_run_again_stores_each_message_once(conn, db_url, tm
     assert conn.execute("select count(*), count(distinct (session_id, external_id)) "
                         "from recall.messages").fetchone() == (20, 20)
     assert conn.execute("select sum(messages) from recall.source_files").fetchone()[0] == 20
+
+
+def test_two_syncs_at_once_store_each_message_once(conn, db_url, tmp_path):
+    import threading
+
+    import psycopg
+
+    for i in range(6):
+        (tmp_path / f"s{i}.jsonl").write_bytes(b"".join(
+            line(n, f"message {n} of {i}", sid=f"s{i}") for n in range(1, 4)))
+    reports, errors = [], []
+
+    def run():
+        try:
+            with psycopg.connect(db_url, autocommit=True) as c:
+                reports.append(_sync.index(c, [tmp_path], agent_id="claude-code"))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert sorted(r.inserted for r in reports) == [0, 18]
+    assert all(r.count("failed") == 0 for r in reports)
+    assert conn.execute("select count(*) from recall.messages").fetchone()[0] == 18
