@@ -209,3 +209,32 @@ def test_claude_code_turn_pairs_skip_thinking_and_tools(conn):
     assert [(k, s) for k, s, _, _ in chunks(conn)] == [
         ("turn_pair", 1), ("thinking", 2), ("tool", 3), ("message", 6)]
     assert chunks(conn)[0][3] == "User: fix the test\n\nAssistant: Fixed."
+
+
+def test_window_chunking_for_chat_sessions(conn):
+    add_session(conn, metadata='{"chunking": "window"}')
+    add(conn, [("user", "text", "m1"), ("assistant", "text", "m2"), ("user", "text", "m3"),
+               ("assistant", "thinking", "hmm"), ("assistant", "text", "m4"), ("user", "text", "m5"),
+               ("assistant", "text", "m6"), ("user", "text", "m7")])
+    got = [(k, s, c) for k, s, _, c in chunks(conn)]
+    assert got == [
+        ("window", 1, "User: m1\n\nAssistant: m2\n\nUser: m3\n\nAssistant: m4"),
+        ("window", 3, "User: m3\n\nAssistant: m4\n\nUser: m5\n\nAssistant: m6"),
+        ("thinking", 4, "hmm"),
+        ("window", 6, "User: m5\n\nAssistant: m6\n\nUser: m7"),
+    ]
+    # one more message: the short last window grows, nothing else moves
+    ids_before = dict(conn.execute("select first_seq, chunk_id from recall.chunks").fetchall())
+    add(conn, [("assistant", "text", "m8")])
+    got = [(k, s, c) for k, s, _, c in chunks(conn)]
+    assert got[-1] == ("window", 6, "User: m5\n\nAssistant: m6\n\nUser: m7\n\nAssistant: m8")
+    assert len(got) == 4
+    assert dict(conn.execute("select first_seq, chunk_id from recall.chunks").fetchall()) == ids_before
+
+
+def test_switching_a_session_to_windows_rechunks_it(conn):
+    add_session(conn)
+    add(conn, [("user", "text", "a"), ("assistant", "text", "b"), ("user", "text", "c")])
+    assert [k for k, *_ in chunks(conn)] == ["turn_pair", "message"]
+    conn.execute("""update recall.sessions set metadata = '{"chunking": "window"}'""")
+    assert [(k, c) for k, _, _, c in chunks(conn)] == [("window", "User: a\n\nAssistant: b\n\nUser: c")]

@@ -173,7 +173,7 @@ def test_other_fixture_details():
     assert chat[3].metadata == {"tool_use_id": "call_1", "tool_name": "get_iam_policy"}
 
     [s] = discord.parse(DISCORD).sessions
-    assert s.metadata == {"channel": "incidents", "guild": "Acme Engineering",
+    assert s.metadata == {"channel": "incidents", "guild": "Acme Engineering", "chunking": "window",
                           "channel_id": "1150000000000000002", "guild_id": "1150000000000000001",
                           "category": "Ops", "topic": "Production and staging incidents"}
     first, reply, attachment, _ = s.messages

@@ -48,7 +48,7 @@ CASES = {
     "discord.json": ("discord", {
         "discord:1150000000000000002": ("claude-code", "#incidents", None, None,
                                         [(U, "text"), (A, "text"), (U, "text"), (U, "text")],
-                                        {"message": 2, "turn_pair": 1}),
+                                        {"window": 1}),
     }, [181]),
 }
 

@@ -116,7 +116,10 @@ def conversation_sessions(sample: dict, agent_id: str) -> list[Session]:
                 created_at=started + i * TURN_SPACING if started else None, metadata=meta))
         sessions.append(Session(
             session_id=f"{agent_id}/session_{n}", agent_id=agent_id, title=f"session {n}",
-            started_at=started, metadata={"locomo_session": n, "date_time": raw_date},
+            # a chat between two people: chunked in overlapping windows of turns (see
+            # recall._rechunk), as every chat import is
+            started_at=started, metadata={"locomo_session": n, "date_time": raw_date,
+                                          "chunking": "window"},
             messages=messages))
     return sessions
 

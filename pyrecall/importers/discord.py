@@ -59,7 +59,9 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     names = {"channel": text_or_none(channel.get("name")), "guild": text_or_none(guild.get("name"))}
     session = Session(f"discord:{channel_id}",
                       title=f"#{names['channel']}" if names["channel"] else None,
-                      metadata={**clean(names), "channel_id": channel_id, "guild_id": guild_id,
+                      # a chat between people: chunked in overlapping windows of messages
+                      metadata={**clean(names), "chunking": "window",
+                                "channel_id": channel_id, "guild_id": guild_id,
                                 "category": text_or_none(channel.get("category")),
                                 "topic": text_or_none(channel.get("topic"))})
     session.metadata = {k: v for k, v in session.metadata.items() if v is not None}

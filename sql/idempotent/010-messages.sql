@@ -169,6 +169,10 @@ $$;
 --   tool       a tool call with its result (matched by metadata.tool_use_id, else adjacent)
 --   code       each fenced code block of a text message, with the text just before it
 --   message    any other text message (a question not yet answered, a system note, ...)
+--   window     in a session with metadata.chunking = 'window' (a chat between people, where
+--              question/answer pairs mean little): overlapping windows of text messages,
+--              recall.config window_messages (4) every window_stride (2), instead of
+--              turn_pair and message chunks
 -- Text longer than chunk_max_chars becomes several windows (part 0, 1, ...) that overlap.
 create or replace function recall._rechunk(session_ids text[], from_seqs int[])
 returns bigint
@@ -177,6 +181,9 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
   changed bigint;
+  win_size int := coalesce((select value::int from recall.config where key = 'window_messages'), 4);
+  win_stride int := coalesce((select value::int from recall.config where key = 'window_stride'), 2);
+  win_after int := win_size - 1;
 begin
   -- plpgsql, not sql: the plan of this statement is cached for the session (planning it
   -- costs milliseconds, more than running it for one message)
@@ -198,6 +205,9 @@ begin
   msgs as (
     select m.message_id, m.session_id, m.seq, m.role, m.kind, m.content, m.created_at,
            m.importance, m.metadata, m.metadata->>'tool_use_id' as tool_use_id,
+           coalesce(ss.metadata->>'chunking' = 'window', false) as windowed,
+           count(*) filter (where m.kind = 'text') over w as text_i,
+           count(*) filter (where m.kind = 'text') over (partition by m.session_id) as text_n,
            max(m.seq) filter (where m.role = 'user' and m.kind = 'text')
              over (partition by m.session_id order by m.seq) as turn_seq,
            lag(m.kind) over w as prev_kind,
@@ -209,8 +219,22 @@ begin
            lead(m.importance) over w as next_importance,
            lead(m.metadata) over w as next_metadata
     from affected a
+    join recall.sessions ss on ss.session_id = a.session_id
     join recall.messages m on m.session_id = a.session_id and m.seq >= a.from_seq
     window w as (partition by m.session_id order by m.seq)
+  ),
+  -- window chunking (sessions with metadata.chunking = 'window', e.g. a chat between people):
+  -- win_size consecutive text messages, a new window every win_stride; the last window may
+  -- be shorter so that every message is covered. Such sessions are always redone whole, so
+  -- text_i counts from the session's first text message.
+  windows as (
+    select x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at, x.metadata,
+           array_agg(x.message_id) over f as message_ids,
+           string_agg(recall._speaker(x.role, x.metadata) || ': ' || x.content, E'\n\n') over f as body,
+           max(x.importance) over f as importance
+    from msgs x
+    where x.windowed and x.kind = 'text'
+    window f as (partition by x.session_id order by x.seq rows between current row and win_after following)
   ),
   -- each message with its turn: the turn's first message (the user text) and its answer (the
   -- turn's first assistant text)
@@ -251,13 +275,20 @@ begin
            a.q_created_at as created_at, greatest(a.q_importance, a.importance) as importance,
            a.q_metadata || a.metadata as metadata
     from tools a
-    where a.seq = a.answer_seq
+    where a.seq = a.answer_seq and not a.windowed
+    union all
+    -- windows
+    select w.session_id, 'window', w.first_seq, w.message_ids, w.body, w.created_at,
+           w.importance, w.metadata
+    from windows w
+    where (w.text_i - 1) % win_stride = 0
+      and (w.text_i = 1 or w.text_i + win_size - win_stride <= w.text_n)
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
            recall._speaker(m.role, m.metadata) || ': ' || m.content, m.created_at, m.importance, m.metadata
     from tools m
-    where m.kind = 'text'
+    where m.kind = 'text' and not m.windowed
       and not (m.answer_seq is not null
                and (m.seq = m.answer_seq or (m.role = 'user' and m.seq = m.turn_seq)))
     union all
@@ -374,10 +405,14 @@ returns int
 language sql stable
 set search_path to pg_catalog, pg_temp
 as $$
-  select coalesce(
-    (select max(m.seq) from recall.messages m
-     where m.session_id = p_session_id and m.seq <= p_seq and m.role = 'user' and m.kind = 'text'),
-    p_seq)
+  select case
+    when (select s.metadata->>'chunking' from recall.sessions s where s.session_id = p_session_id) = 'window'
+      then -2147483648          -- windows are numbered from the session's start: redo it whole
+    else coalesce(
+      (select max(m.seq) from recall.messages m
+       where m.session_id = p_session_id and m.seq <= p_seq and m.role = 'user' and m.kind = 'text'),
+      p_seq)
+  end
 $$;
 
 -- _messages_after_insert: chunk what a statement inserted, once per statement (COPY-friendly)

@@ -41,7 +41,7 @@ as $$
            row_number() over (partition by c.session_id order by c.embedding <=> m.centroid, c.chunk_id) as r
     from recall.chunks c
     join centroids m using (session_id)
-    where c.embedding is not null and c.kind in ('turn_pair', 'message')
+    where c.embedding is not null and c.kind in ('turn_pair', 'window', 'message')
   ),
   -- the central chunks, in conversation order, within max_chars
   picked as (
@@ -72,7 +72,7 @@ create or replace function recall.session_recall_v1(
   query_text         text        default null,
   query_embedding    vector      default null,
   k                  int         default 10,
-  n_sessions         int         default 5,
+  n_sessions         int         default 10,
   token_budget       int         default null,
   exclude_session_id text        default null,
   filter             jsonb       default null,
@@ -82,7 +82,7 @@ create or replace function recall.session_recall_v1(
   half_life          interval    default '30 days',
   as_of              timestamptz default null,
   candidates         int         default 200,
-  summary_weight     float8      default 0.5,
+  summary_weight     float8      default 0.0,
   session_weight     float8      default 0.5,
   dedup_similarity   float8      default 0.95)
 returns table (
@@ -186,7 +186,7 @@ create or replace function recall.session_recall(
   query_text         text        default null,
   query_embedding    vector      default null,
   k                  int         default 10,
-  n_sessions         int         default 5,
+  n_sessions         int         default 10,
   token_budget       int         default null,
   exclude_session_id text        default null,
   filter             jsonb       default null,
@@ -196,7 +196,7 @@ create or replace function recall.session_recall(
   half_life          interval    default '30 days',
   as_of              timestamptz default null,
   candidates         int         default 200,
-  summary_weight     float8      default 0.5,
+  summary_weight     float8      default 0.0,
   session_weight     float8      default 0.5,
   dedup_similarity   float8      default 0.95)
 returns table (
@@ -228,7 +228,7 @@ set search_path to pg_catalog, pg_temp
 as $$
   select case
     when kind = 'tool' and metadata ? 'is_error' then metadata->>'is_error' = 'true'
-    else kind in ('tool', 'turn_pair', 'message') and (
+    else kind in ('tool', 'turn_pair', 'window', 'message') and (
            content ~* ('Traceback \(most recent call last\)|(^|\n)\s*(error|fatal|exception)\M[^\n]*:'
                        || '|\m[1-9][0-9]* (failed|errors?)\M|exit (code|status):? *[1-9]'
                        || '|\mreverted\M|\mgit revert\M|\mrolled back\M')
@@ -314,7 +314,7 @@ begin
     from recall.chunks c
     where c.agent_id = auto_context_v1.agent_id
       and c.metadata @> scope
-      and c.kind in ('turn_pair', 'message', 'summary')
+      and c.kind in ('turn_pair', 'window', 'message', 'summary')
       and (exclude_session_id is null or c.session_id <> exclude_session_id)
     order by c.created_at desc, c.chunk_id desc
     limit 20
@@ -363,7 +363,7 @@ begin
       cross join lateral unnest(c.message_ids) as u(message_id)
       join recall.messages m on m.message_id = u.message_id
       where c.session_id = f.session_id
-        and c.kind in ('thinking', 'message', 'turn_pair')
+        and c.kind in ('thinking', 'message', 'turn_pair', 'window')
         and m.role = 'assistant' and m.seq > f.last_seq
         and not recall._is_failure(c.kind, c.content, c.metadata)
       order by m.seq, c.part
@@ -417,7 +417,7 @@ begin
     where r.chunk_id not in (select chunk_id from shown)
       and not (c.kind = 'code' and exists (
             select from recall.chunks o
-            where o.kind in ('turn_pair', 'message') and o.message_ids @> c.message_ids
+            where o.kind in ('turn_pair', 'window', 'message') and o.message_ids @> c.message_ids
               and (o.chunk_id in (select chunk_id from shown)
                    or o.chunk_id in (select chunk_id from related))))
   ),
@@ -460,7 +460,7 @@ auto_context v1 (frozen from its release): the context for the start of a sessio
 sections, each row labelled. Scope: chunks whose metadata has this project and branch; a
 branch with no history yet falls back to its project. The sections are filled in turn, each
 from what the ones before did not show:
-  recent   - the newest turn_pair/message/summary chunks in scope (at most 20), newest first;
+  recent   - the newest turn_pair/window/message/summary chunks in scope (at most 20), newest first;
              score = 0.5 ^ (age / 7 days); within recent_share of the budget
   failures - chunks that record a failure (recall._is_failure: a tool result flagged
              is_error, else a traceback, an error line, failing tests, a non-zero exit code,

@@ -16,6 +16,8 @@ insert into recall.config (key, value) values
 , ('chunk_overlap_chars', '200')    -- overlap between consecutive windows
 , ('code_context_chars', '300')     -- text kept before a fenced code block
 , ('exact_scan_max_rows', '20000')  -- agents up to this many embedded chunks: exact vector scan
+, ('window_messages', '4')          -- window chunking: text messages per window ...
+, ('window_stride', '2')            -- ... and a new window every this many
 ;
 
 -- sessions: one conversation of one agent
@@ -61,7 +63,7 @@ create table recall.chunks
 , agent_id        text not null
 , session_id      text not null references recall.sessions (session_id) on delete cascade
 , kind            text not null
-                  check (kind in ('turn_pair', 'thinking', 'code', 'tool', 'message', 'summary'))
+                  check (kind in ('turn_pair', 'window', 'thinking', 'code', 'tool', 'message', 'summary'))
 , first_seq       int not null                 -- seq of the message the chunk starts at
 , part            int not null default 0       -- window number within a long message
 , message_ids     bigint[] not null
