@@ -4,6 +4,7 @@ No mocks: LiteLLMEmbedder talks HTTP to 127.0.0.1, where the server fails on dem
 """
 
 import asyncio
+import email.utils
 import math
 import socket
 import time
@@ -260,6 +261,14 @@ def test_retries_429_after_retry_after(server):
     assert remote(server).embed(["x"]) == [hash_vector("x", DIM)]
     assert server.requests == 3
     assert time.monotonic() - start >= 1.0  # 2 x Retry-After, not the 0.01 s backoff
+
+
+def test_retry_after_as_http_date(server):
+    server.fail("429", retry_after=email.utils.formatdate(time.time() + 2, usegmt=True))
+    start = time.monotonic()
+    remote(server).embed(["x"])
+    assert server.requests == 2
+    assert 1.0 <= time.monotonic() - start < 4  # the date has whole seconds
 
 
 def test_retry_after_is_capped(server):
