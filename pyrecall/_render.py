@@ -27,7 +27,7 @@ from .client import Memory, RecallResult
 
 FORMATS = ("table", "json", "context", "markdown")
 SECTIONS = {"recent": "Recent", "related": "Related", "failures": "Failures to avoid"}
-KIND_LABELS = {"turn_pair": "conversation", "thinking": "reasoning", "tool": "tool",
+KIND_LABELS = {"turn_pair": "conversation", "window": "chat", "thinking": "reasoning", "tool": "tool",
                "code": "code", "message": "message", "summary": "summary"}
 
 

@@ -336,7 +336,7 @@ def migrate_status(dsn):
 @click.option("--hook", is_flag=True, help="Read a Claude Code hook's JSON from stdin: its "
               "cwd gives project and branch, its session_id is left out.")
 @click.option("--kind", "kinds", multiple=True,
-              type=click.Choice(["turn_pair", "thinking", "code", "tool", "message", "summary"]),
+              type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary"]),
               help="Only chunks of this kind (repeatable).")
 @model_option
 @dsn_option
