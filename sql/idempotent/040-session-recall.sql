@@ -72,7 +72,7 @@ create or replace function recall.session_recall_v1(
   query_text         text        default null,
   query_embedding    vector      default null,
   k                  int         default 10,
-  n_sessions         int         default 5,
+  n_sessions         int         default 10,
   token_budget       int         default null,
   exclude_session_id text        default null,
   filter             jsonb       default null,
@@ -82,7 +82,7 @@ create or replace function recall.session_recall_v1(
   half_life          interval    default '30 days',
   as_of              timestamptz default null,
   candidates         int         default 200,
-  summary_weight     float8      default 0.5,
+  summary_weight     float8      default 0.0,
   session_weight     float8      default 0.5,
   dedup_similarity   float8      default 0.95)
 returns table (
@@ -186,7 +186,7 @@ create or replace function recall.session_recall(
   query_text         text        default null,
   query_embedding    vector      default null,
   k                  int         default 10,
-  n_sessions         int         default 5,
+  n_sessions         int         default 10,
   token_budget       int         default null,
   exclude_session_id text        default null,
   filter             jsonb       default null,
@@ -196,7 +196,7 @@ create or replace function recall.session_recall(
   half_life          interval    default '30 days',
   as_of              timestamptz default null,
   candidates         int         default 200,
-  summary_weight     float8      default 0.5,
+  summary_weight     float8      default 0.0,
   session_weight     float8      default 0.5,
   dedup_similarity   float8      default 0.95)
 returns table (
