@@ -387,9 +387,10 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
                                     token_budget=budget, exclude_session_id=exclude_session)
             mode = "auto"
         elif by_session:
-            result = r.session_recall(agent, query, k=k, sessions=n_sessions, token_budget=budget,
+            chosen = {"sessions": n_sessions} if n_sessions else {}  # else the SQL default
+            result = r.session_recall(agent, query, k=k, token_budget=budget,
                                       exclude_session_id=exclude_session, filter=filter_,
-                                      since=since, kinds=list(kinds) or None)
+                                      since=since, kinds=list(kinds) or None, **chosen)
             mode = "session"
         else:
             result = r.recall(agent, query, k=k, token_budget=budget, since=since,
