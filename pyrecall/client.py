@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
-from psycopg.types.json import Jsonb
 
 from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
@@ -74,27 +73,52 @@ class RecallResult:
         return sum(m.n_tokens for m in self.memories)
 
 
+def _text(value):
+    """Text as stored: without NUL or lone surrogates, as ingestion cleans it (else a value
+    stored cleaned could not be asked for, and PostgreSQL refuses NUL outright)."""
+    return _ingest.clean_text(value) if isinstance(value, str) else value
+
+
 def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int | None,
           exclude_session_id: str | None, filter: dict | None, kinds: Sequence[str] | None,
           since: datetime | None, until: datetime | None, options: dict) -> dict:
-    args = {"agent_id": agent_id, "query_text": query, "query_embedding": embedding, "k": k,
-            "token_budget": token_budget, "exclude_session_id": exclude_session_id,
-            "filter": Jsonb(filter) if filter is not None else None,
-            "kinds": list(kinds) if kinds is not None else None, "since": since, "until": until}
+    args = {"agent_id": _text(agent_id), "query_text": _text(query), "query_embedding": embedding,
+            "k": k, "token_budget": token_budget, "exclude_session_id": _text(exclude_session_id),
+            # JSON text, cast in SQL: cleaned as metadata is, and too deep a filter is a ConfigError
+            "filter": _ingest.clean_json(filter) if filter is not None else None,
+            "kinds": [_text(x) for x in kinds] if kinds is not None else None,
+            "since": since, "until": until}
     allowed = {"min_similarity", "vector_weight", "text_weight", "recency_weight",
                "importance_weight", "half_life", "candidates", "as_of", "dedup_similarity"}
     unknown = set(options) - allowed
     if unknown:
         raise ConfigError(f"unknown recall option(s): {', '.join(sorted(unknown))}")
     if isinstance(options.get("half_life"), (int, float)):
-        options["half_life"] = timedelta(days=options["half_life"])
+        try:
+            options["half_life"] = timedelta(days=options["half_life"])
+        except (OverflowError, ValueError) as exc:
+            raise ConfigError(f"half_life must be a finite number of days, got {options['half_life']}") from exc
     args.update(options)
     return {k: v for k, v in args.items() if v is not None or k in ("query_embedding", "query_text")}
 
 
+# parameters sent with their SQL type: a Python int too large for int4 would otherwise go as
+# int8 and find no function ("function ... does not exist") instead of "integer out of range"
+CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "int",
+         "filter": "jsonb"}
+
+
 def _call(function: str, args: dict) -> str:
-    names = ", ".join(f"{k} => %({k})s" for k in args)
+    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
     return f"select * from recall.{function}({names})"
+
+
+def _usable(vector) -> np.ndarray | None:
+    """The query vector, or None when it holds NaN/infinity or only zeros (a provider fault:
+    no cosine can be computed with it)."""
+    v = np.asarray(vector, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return v if v.ndim == 1 and np.isfinite(v).all() and v.any() else None
 
 
 def _memories(rows) -> list[Memory]:
@@ -177,10 +201,14 @@ class Recall:
         if not query or not query.strip():
             return None, None
         try:
-            return np.asarray(self.embedder.embed([query])[0], dtype=np.float32), None
+            vector = _usable(self.embedder.embed([_text(query)])[0])
         except (EmbeddingError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
+        if vector is None:
+            log.warning("query embedding unusable (NaN, infinity or all zeros), recalling by keywords only")
+            return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
+        return vector, None
 
     def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,
                exclude_session_id: str | None = None, filter: dict | None = None,
@@ -214,9 +242,9 @@ class Recall:
                      exclude_session_id: str | None = None) -> RecallResult:
         """The session-start context: recent work, what relates to the task, failures to avoid."""
         embedding, note = self._query_embedding(task)
-        args = {"agent_id": agent_id, "project": project, "branch": branch, "task_text": task,
-                "task_embedding": embedding, "token_budget": token_budget,
-                "exclude_session_id": exclude_session_id}
+        args = {"agent_id": _text(agent_id), "project": _text(project), "branch": _text(branch),
+                "task_text": _text(task), "task_embedding": embedding, "token_budget": token_budget,
+                "exclude_session_id": _text(exclude_session_id)}
         rows = self.conn.execute(_call("auto_context", args), args).fetchall()
         return RecallResult(task, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
 
@@ -275,15 +303,26 @@ class AsyncRecall:
         if not query or not query.strip():
             return None, None
         try:
-            return np.asarray((await self.embedder.aembed([query]))[0], dtype=np.float32), None
+            vector = _usable((await self.embedder.aembed([_text(query)]))[0])
         except (EmbeddingError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
+        if vector is None:
+            log.warning("query embedding unusable (NaN, infinity or all zeros), recalling by keywords only")
+            return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
+        return vector, None
 
     async def add_messages(self, session_id: str, messages: Iterable[Message | dict], *,
                            agent_id: str) -> int:
         """Append messages to a session (created if missing); returns how many were new."""
         msgs = [_ingest.as_message(m) for m in messages]
+        session_id, agent_id = _text(session_id), _text(agent_id)
+        # the ids the sync path gives (a hash of the message, not of the time it is stored):
+        # adding the same messages again is a no-op here too
+        ids = _ingest._stable_ids(Session(session_id, agent_id, messages=msgs))
+        rows = [[session_id, agent_id, _text(ext), m.role, m.kind, _ingest.clean_text(m.content),
+                 m.created_at, m.importance, _ingest.clean_json(m.metadata or {})]
+                for m, ext in zip(msgs, ids, strict=True)]
         async with self.conn.transaction():
             await self.conn.execute(
                 "insert into recall.sessions (session_id, agent_id) values (%s, %s) on conflict do nothing",
@@ -292,10 +331,8 @@ class AsyncRecall:
                 await cur.executemany(
                     "insert into recall.messages (session_id, agent_id, external_id, role, kind, content, "
                     "created_at, importance, metadata) values (%s, %s, %s, %s, %s, %s, "
-                    "coalesce(%s, now()), coalesce(%s, 0.5), %s)",
-                    [[session_id, agent_id, m.external_id, m.role, m.kind, _ingest.clean_text(m.content),
-                      m.created_at, m.importance, Jsonb(m.metadata or {})] for m in msgs],
-                    returning=False)
+                    "coalesce(%s, now()), coalesce(%s, 0.5), %s::jsonb)",
+                    rows, returning=False)
                 return cur.rowcount
 
     async def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,

@@ -63,7 +63,10 @@ def lancedb_run(rows: dict[str, Any], queries, truth, workdir: str) -> dict[str,
             "vector": pa.FixedSizeListArray.from_arrays(
                 pa.array(rows["vector"][i:i + 50_000].reshape(-1), pa.float32()), latency.DIM),
         })
-        table = db.create_table("chunks", part) if table is None else (table.add(part) or table)
+        if table is None:
+            table = db.create_table("chunks", part)
+        else:
+            table.add(part)
     insert_s = time.perf_counter() - t
     t = time.perf_counter()
     table.create_scalar_index("agent_id", index_type="BTREE")
