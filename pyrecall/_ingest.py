@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg
 
@@ -102,8 +103,12 @@ def _finite(value):
 
 
 def clean_json(value: dict) -> str:
-    """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null)."""
-    return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+    """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
+    ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
+    try:
+        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+    except RecursionError:
+        raise ConfigError("metadata or filter is nested too deeply to encode as JSON") from None
 
 
 def _stable_ids(session: Session) -> list[str]:
@@ -177,7 +182,27 @@ def as_message(item: Message | dict) -> Message:
         return item
     if not isinstance(item, dict) or "content" not in item:
         raise ConfigError(f"a message needs at least 'role' and 'content', got {item!r:.80}")
-    return Message(external_id=item.get("external_id") or item.get("id"),
+    # wrong types are named here, before any row is written (not as a TypeError deep inside)
+    for key in ("role", "kind", "content"):
+        if key in item and not isinstance(item[key], str):
+            raise ConfigError(f"message {key} must be text, got {type(item[key]).__name__}")
+    created = item.get("created_at")
+    if isinstance(created, str):
+        try:
+            created = datetime.fromisoformat(created)
+        except ValueError:
+            raise ConfigError(f"message created_at must be a datetime or ISO 8601 text, "
+                              f"got {created!r:.40}") from None
+    elif created is not None and not isinstance(created, datetime):
+        raise ConfigError(f"message created_at must be a datetime, got {type(created).__name__}")
+    importance = item.get("importance")
+    if importance is not None and (isinstance(importance, bool) or not isinstance(importance, (int, float))):
+        raise ConfigError(f"message importance must be a number between 0 and 1, got {importance!r:.40}")
+    metadata = item.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ConfigError(f"message metadata must be a dict, got {type(metadata).__name__}")
+    ext = item.get("external_id") or item.get("id")
+    return Message(external_id=None if ext is None else str(ext),
                    role=item.get("role", "user"), kind=item.get("kind", "text"),
-                   content=item["content"], created_at=item.get("created_at"),
-                   importance=item.get("importance"), metadata=item.get("metadata") or {})
+                   content=item["content"], created_at=created,
+                   importance=importance, metadata=metadata)
