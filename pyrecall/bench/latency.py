@@ -222,27 +222,34 @@ def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], 
 
 
 def build_index(conn: psycopg.Connection, *, maintenance_work_mem: str = "4GB") -> dict[str, Any]:
-    """Build the ANN index as a DBA would: recall.create_vector_index where it exists and
-    works, else pgvector's HNSW with its default options."""
+    """Build the ANN index(es) as the DBA would: ``recall.create_vector_index()`` with its
+    defaults where it exists and works, else one pgvector HNSW index over the table."""
     conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
     note = None
-    has = conn.execute("select to_regprocedure('recall.create_vector_index(text, jsonb)')").fetchone()[0]
+    has = conn.execute("select exists (select from pg_proc p join pg_namespace n on n.oid = p.pronamespace "
+                       "where n.nspname = 'recall' and p.proname = 'create_vector_index')").fetchone()[0]
     t = time.perf_counter()
-    ddl = None
+    done = False
     if has:
         try:
-            ddl = conn.execute("select recall.create_vector_index('auto', '{}')").fetchone()[0]
+            conn.execute("select * from recall.create_vector_index()").fetchall()
+            done = True
         except psycopg.Error as exc:
             note = f"recall.create_vector_index failed, fell back to plain DDL: {str(exc).strip()}"
             t = time.perf_counter()
-    if ddl is None:
+    if not done:
         conn.execute("create index chunks_embedding_idx on recall.chunks "
                      "using hnsw (embedding vector_cosine_ops)")
-        ddl = conn.execute("select pg_get_indexdef('recall.chunks_embedding_idx'::regclass)").fetchone()[0]
     seconds = time.perf_counter() - t
     conn.execute("reset maintenance_work_mem")
-    return {"build_s": round(seconds, 2), "definition": ddl, "note": note,
-            "maintenance_work_mem": maintenance_work_mem}
+    indexes = [r[0] for r in conn.execute(
+        "select pg_get_indexdef(i.indexrelid) from pg_index i join pg_class c on c.oid = i.indexrelid "
+        "join pg_am am on am.oid = c.relam where i.indrelid = 'recall.chunks'::regclass "
+        "and am.amname in ('hnsw', 'diskann') order by 1").fetchall()]
+    return {"build_s": round(seconds, 2), "n_indexes": len(indexes),
+            "definition": indexes[0] if len(indexes) == 1 else f"{len(indexes)} indexes, e.g. "
+            + (indexes[0] if indexes else "none"),
+            "note": note, "maintenance_work_mem": maintenance_work_mem}
 
 
 # ---------------------------------------------------------------- queries
