@@ -215,6 +215,9 @@ def _litellm():
 
     # Else every provider error prints a "Give Feedback" banner to stdout.
     litellm.suppress_debug_info = True
+    # If litellm was imported before us (by the application, or by our summarizer) the
+    # environment came too late; the OpenAI path reads this attribute at call time.
+    litellm.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 
