@@ -14,7 +14,6 @@ so that recall finds it like any other memory once it is embedded.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -145,14 +144,16 @@ def _transcript(conn: psycopg.Connection, session_id: str) -> str:
 
 
 def _litellm_completion():
-    # Without this litellm downloads a price list when imported (seconds, or a hang offline).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError as exc:  # pragma: no cover - litellm is a dependency
-        raise ConfigError("LLM summaries need litellm: pip install litellm") from exc
-    litellm.suppress_debug_info = True
-    return litellm.completion
+    # Through the embedders' import of litellm: it sets what litellm reads once, at import
+    # (the local price list, instead of a download; DEFAULT_MAX_RETRIES), the same for every
+    # part of pyrecall whichever imports it first.
+    from ._embed import _litellm
+
+    litellm = _litellm()
+
+    def complete(**kwargs):
+        return litellm.completion(num_retries=2, **kwargs)
+    return complete
 
 
 def _text_of(response) -> str:

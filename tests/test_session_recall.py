@@ -110,8 +110,9 @@ def test_cli_by_session(memory_url):
 def test_llm_summaries_through_litellm(server_url, template_url, embedder, monkeypatch):
     """--summarize-with MODEL: the summary comes from the model (here a litellm custom provider
     in this process), is kept in the session and becomes a recallable `summary` chunk."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    from pyrecall._embed import _litellm
+
+    litellm = _litellm()  # imported as pyrecall imports it (settings read at import)
 
     seen = []
 
