@@ -132,7 +132,10 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     now = now or datetime.now(UTC)
     if m := _SINCE.match(value):
         n, unit = int(m.group(1)), m.group(2).lower()
-        return now - (timedelta(days=365 * n) if unit == "y" else timedelta(**{_UNITS[unit]: n}))
+        try:
+            return now - (timedelta(days=365 * n) if unit == "y" else timedelta(**{_UNITS[unit]: n}))
+        except OverflowError:
+            raise click.BadParameter(f"{value!r}: too far back (before year 1)") from None
     try:
         dt = datetime.fromisoformat(value.strip())
     except ValueError:
