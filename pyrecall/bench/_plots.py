@@ -33,11 +33,11 @@ def locomo_by_category(report: dict, path: str | Path, *, metric: str = "recall@
         bars = ax.bar(xs, values, width, label=name)
         ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
     ax.set_xticks(range(len(groups)), labels)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.12)
     ax.set_ylabel(f"evidence {metric}")
     ax.set_title(f"LoCoMo evidence {metric} by method and category "
                  f"({report['n_questions']} questions, {report.get('model', '')})")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", ncols=len(methods), fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
