@@ -321,7 +321,7 @@ class AsyncRecall:
         # adding the same messages again is a no-op here too
         ids = _ingest._stable_ids(Session(session_id, agent_id, messages=msgs))
         rows = [[session_id, agent_id, _text(ext), m.role, m.kind, _ingest.clean_text(m.content),
-                 m.created_at, m.importance, _ingest.clean_json(m.metadata or {})]
+                 m.created_at, _ingest.storable_importance(m.importance), _ingest.clean_json(m.metadata or {})]
                 for m, ext in zip(msgs, ids, strict=True)]
         async with self.conn.transaction():
             await self.conn.execute(
