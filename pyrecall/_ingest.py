@@ -102,6 +102,15 @@ def _finite(value):
     return value
 
 
+def storable_importance(value: float | None) -> float | None:
+    """An importance the ``real`` column stores: a float too small for float32 (6e-201, which
+    is in 0..1 all the same) would make PostgreSQL refuse the whole batch, so it becomes 0."""
+    if value is None:
+        return None
+    value = float(value)
+    return 0.0 if 0 < abs(value) < 1e-30 else value
+
+
 def clean_json(value: dict) -> str:
     """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
     ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
@@ -158,7 +167,7 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
             for s in sessions:
                 for m, ext in zip(s.messages, _stable_ids(s), strict=True):
                     cp.write_row([ord_, clean_text(s.session_id), clean_text(ext), m.role, m.kind,
-                                  clean_text(m.content), m.created_at, m.importance,
+                                  clean_text(m.content), m.created_at, storable_importance(m.importance),
                                   clean_json(m.metadata or {})])
                     ord_ += 1
         report.messages = ord_

@@ -11,8 +11,10 @@ recall over the result works.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -33,7 +35,8 @@ from pyrecall.importers import claude_code, jsonl
 
 AGENT = "fuzz"
 LABELS = {"User", "Assistant", "System", "Tool", "Result"}     # what the chunker writes itself
-FUZZ = settings(max_examples=30, deadline=None, database=None,
+# PYRECALL_FUZZ_EXAMPLES=1000 for a longer hunt
+FUZZ = settings(max_examples=int(os.environ.get("PYRECALL_FUZZ_EXAMPLES", "30")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
@@ -54,10 +57,15 @@ def expected_messages(result) -> dict[str, list[tuple]]:
             if ext in seen:
                 continue
             seen.add(ext)
-            rows.append((ext, m.role, m.kind, m.content, json.loads(clean_json(m.metadata or {})),
+            rows.append((ext, m.role, m.kind, m.content, numbers(json.loads(clean_json(m.metadata or {}))),
                          m.created_at))
         out[s.session_id] = rows
     return out
+
+
+def numbers(value):
+    """JSON with its numbers as Decimals: jsonb keeps 6.4516e16 as 64516001161832290, equal in value."""
+    return json.loads(json.dumps(value), parse_float=Decimal, parse_int=Decimal)
 
 
 def words_from(blob: str, text: str | None) -> list[str]:
@@ -75,7 +83,7 @@ def through_the_database(conn, parser, data: bytes) -> None:
         for sid, ext, role, kind, content, meta, created in conn.execute(
                 "select session_id, external_id, role, kind, content, metadata, created_at from recall.messages "
                 "order by session_id, seq").fetchall():
-            got.setdefault(sid, []).append((ext, role, kind, content, meta, created))
+            got.setdefault(sid, []).append((ext, role, kind, content, numbers(meta), created))
         assert set(got) == set(want)
         for sid, rows in want.items():
             assert [r[:5] for r in got[sid]] == [r[:5] for r in rows]
