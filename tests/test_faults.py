@@ -422,3 +422,24 @@ def test_index_killed_mid_import_then_rerun_holds_exactly_the_files(db_url, conn
     # and a third run adds nothing
     again = json.loads(subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300).stdout)
     assert again["inserted"] == 0 and conn.execute(count).fetchone()[0] == total
+
+
+# ---------------------------------------------------------------- load (the CI variant)
+
+def test_load_ci_variant(server_url):
+    """bench/load.py, short: 8 clients for 10 s on a small database while a worker embeds and
+    an importer writes: no error, every write there once, recalls answered."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("load_bench", ROOT / "bench" / "load.py")
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    report = load.run(chunks=5_000, agents=20, clients=[8], seconds=10, dsn=server_url, import_rate=100,
+                      n_queries=200, index=False, log=lambda m: None)
+    (p,) = report["phases"]
+    assert report["chunks"] >= 5_000
+    assert p["errors"] == 0, p["error_samples"]
+    assert p["writes"]["lost_messages"] == 0 and p["writes"]["duplicate_messages"] == 0
+    assert p["writes"]["chunks"] == p["writes"]["chunks_expected"] == p["writes"]["embedded"] > 0
+    assert p["writes"]["pending"] == 0 and p["worker"]["failed"] == 0
+    assert p["recalls"] > 8 and p["latency_ms"]["p99"] is not None and p["ok"]
