@@ -225,14 +225,15 @@ class Recall:
         rows = self.conn.execute(_call("hybrid_recall", args), args).fetchall()
         return RecallResult(query, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
 
-    def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int = 5,
+    def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
                        filter: dict | None = None, **options) -> RecallResult:
         """Two-stage recall: the best sessions first, then the best chunks inside them."""
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
-        args["n_sessions"] = sessions
+        if sessions is not None:
+            args["n_sessions"] = sessions
         args.update(options)
         rows = self.conn.execute(_call("session_recall", args), args).fetchall()
         return RecallResult(query, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
