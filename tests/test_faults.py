@@ -443,3 +443,32 @@ def test_load_ci_variant(server_url):
     assert p["writes"]["chunks"] == p["writes"]["chunks_expected"] == p["writes"]["embedded"] > 0
     assert p["writes"]["pending"] == 0 and p["worker"]["failed"] == 0
     assert p["recalls"] > 8 and p["latency_ms"]["p99"] is not None and p["ok"]
+
+
+def test_index_interrupted_by_a_server_restart_then_resumed(own_server, tmp_path):
+    tmp, url, settings = own_server
+    files, per_file = 300, 30          # enough that the stop lands mid-way on an idle machine too
+    total = transcripts(tmp_path / "t", files, per_file)
+    cmd = [str(PYRECALL), "index", str(tmp_path / "t"), "--agent", "importer", "--dsn", url, "--json"]
+    count = "select count(*) from recall.messages where agent_id = 'importer'"
+
+    def stored():
+        with psycopg.connect(url, autocommit=True) as c:
+            return c.execute(count).fetchone()[0]
+
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: stored() >= 5 * per_file, 120, "the import to get going")
+    _db.stop(tmp)
+    out, err = proc.communicate(timeout=120)
+    # the import stops with one clear line, no traceback
+    assert proc.returncode == 1, (out, err)
+    assert err.startswith("Error: ") and "Traceback" not in err, err
+    start_again(tmp, settings)
+    done = stored()
+    assert 5 * per_file <= done < total and done % per_file == 0
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["inserted"] == total - done
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("select count(*), count(distinct (session_id, external_id)) from recall.messages "
+                         "where agent_id = 'importer'").fetchone() == (total, total)
