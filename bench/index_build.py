@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +102,12 @@ def words(rng: np.random.Generator, n: int, rows: int | None = None):
     return texts if rows is not None else texts[0]
 
 
+def query_words(rng: np.random.Generator, n: int = 3) -> str:
+    """A query's words: content words (ranks 100-5000 of the vocabulary), as a question has
+    once stop words are gone; the 100 most common words are in most chunks."""
+    return " ".join(VOCAB[i] for i in rng.integers(100, len(VOCAB), n))
+
+
 def load(conn: psycopg.Connection, agents: np.ndarray, vecs: np.ndarray, *, session_size: int = 100,
          seed: int = 0, tag: str = "", metadata: list[str] | None = None, n_words: int = 20) -> None:
     """Sessions (`session_size` chunks each, ids ``<agent>/<tag>s<n>``), then the chunks by
@@ -151,42 +158,58 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
+def backend_cpu(conn) -> Callable[[], float]:
+    """Seconds of CPU the connection's server process has used so far (from /proc: the
+    server runs on this machine), or a clock that always says 0 elsewhere. CPU time per call
+    does not grow when other processes crowd the CPU, unlike wall time: it is what a call
+    would take on an idle machine (everything here is in memory)."""
+    pid = conn.execute("select pg_backend_pid()").fetchone()[0]
+    stat = Path(f"/proc/{pid}/stat")
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used() -> float:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick   # utime + stime
+    return used
+
+
 def measure(conn, agents, vecs, sample, fractions, *, queries: int, k: int = 10):
+    """Per agent: recall@10 of _vector_arm (n=10, and the top 10 of n=100) against the exact
+    answer; wall-time p50/p95 of _vector_arm and of hybrid_recall; mean server CPU per call."""
     out = {}
     rng = np.random.default_rng(11)
+    cpu = backend_cpu(conn)
+    calls = {
+        "arm_n10": ("select chunk_id from recall._vector_arm(%s, %s, 10, null, null, null, null, null)", 2),
+        "arm_n100": ("select chunk_id from recall._vector_arm(%s, %s, 100, null, null, null, null, null)", 2),
+        "hybrid": ("select chunk_id from recall.hybrid_recall(%s, %s, %s, token_budget => 2000)", 3),
+    }
     for f in fractions:
         agent = f"frac-{f:g}"
         rows = np.nonzero(agents == agent)[0]
-        recalls, recalls_100, t_arm, t_arm100, t_hybrid = [], [], [], [], []
-        for _ in range(queries):
-            q = sample()
-            truth = set(exact_top(vecs, rows, q, k))
-            t0 = time.perf_counter()
-            got = [r[0] for r in conn.execute(
-                "select chunk_id from recall._vector_arm(%s, %s, %s, null, null, null, null, null)",
-                [agent, q, k])]
-            t_arm.append(time.perf_counter() - t0)
-            recalls.append(len(truth & set(got)) / len(truth))
-            t0 = time.perf_counter()
-            got100 = [r[0] for r in conn.execute(
-                "select chunk_id from recall._vector_arm(%s, %s, 100, null, null, null, null, null)",
-                [agent, q])]
-            t_arm100.append(time.perf_counter() - t0)
-            recalls_100.append(len(truth & set(got100[:k])) / len(truth))
-            t0 = time.perf_counter()
-            conn.execute("select count(*) from recall.hybrid_recall(%s, %s, %s, token_budget => 2000)",
-                         [agent, words(rng, 3), q]).fetchone()
-            t_hybrid.append(time.perf_counter() - t0)
-        ms = lambda xs, p: round(pct(xs, p) * 1000, 2)  # noqa: E731
-        out[agent] = {
-            "rows": int(len(rows)),
-            "recall@10": round(statistics.mean(recalls), 4),
-            "min_recall@10": round(min(recalls), 2),
-            "recall@10_of_n100": round(statistics.mean(recalls_100), 4),
-            "arm_n10_p50_ms": ms(t_arm, 50), "arm_n10_p95_ms": ms(t_arm, 95),
-            "arm_n100_p50_ms": ms(t_arm100, 50), "arm_n100_p95_ms": ms(t_arm100, 95),
-            "hybrid_p50_ms": ms(t_hybrid, 50), "hybrid_p95_ms": ms(t_hybrid, 95),
-        }
+        qs = [sample() for _ in range(queries)]
+        truths = [set(exact_top(vecs, rows, q, k)) for q in qs]
+        texts = [query_words(rng) for _ in qs]
+        report = {"rows": int(len(rows))}
+        for name, (sql, nargs) in calls.items():
+            wall, got = [], []
+            c0 = cpu()
+            for q, text in zip(qs, texts, strict=True):
+                args = [agent, q] if nargs == 2 else [agent, text, q]
+                t0 = time.perf_counter()
+                got.append([r[0] for r in conn.execute(sql, args)])
+                wall.append(time.perf_counter() - t0)
+            report[f"{name}_cpu_ms"] = round((cpu() - c0) / len(qs) * 1000, 2)
+            report[f"{name}_p50_ms"] = round(pct(wall, 50) * 1000, 2)
+            report[f"{name}_p95_ms"] = round(pct(wall, 95) * 1000, 2)
+            if name.startswith("arm"):
+                recalls = [len(t & set(g[:k])) / len(t) for t, g in zip(truths, got, strict=True)]
+                report[f"{name}_recall@10"] = round(statistics.mean(recalls), 4)
+                report[f"{name}_min_recall@10"] = round(min(recalls), 2)
+        out[agent] = report
     return out
 
 
@@ -201,6 +224,9 @@ def main(argv=None):
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--dsn", default=None, help="admin URL of a server (default: a throwaway embedded one)")
     ap.add_argument("--keep", action="store_true", help="reuse the loaded database if it exists")
+    ap.add_argument("--db", default=BENCH_DB, help="name of the benchmark database")
+    ap.add_argument("--embedding-storage", default=None, choices=["main", "external"],
+                    help="ALTER COLUMN embedding SET STORAGE ... before loading")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--env", action="store_true",
                     help="take CHUNKS, INDEX, SCOPE, M, EF_CONSTRUCTION, ... and PYRECALL_ADMIN_DSN "
@@ -238,21 +264,24 @@ def main(argv=None):
 
 def run(admin: str, args, fractions) -> dict:
     info = psycopg.conninfo.conninfo_to_dict(admin)
-    url = psycopg.conninfo.make_conninfo(**{**info, "dbname": BENCH_DB})
+    url = psycopg.conninfo.make_conninfo(**{**info, "dbname": args.db})
     agents, vecs, sample = synthetic(args.chunks, fractions)
     report = {"chunks": args.chunks, "method": args.method, "options": json.loads(args.options),
-              "scope": args.scope}
+              "scope": args.scope, "embedding_storage": args.embedding_storage or "external (default)"}
     with psycopg.connect(admin, autocommit=True) as c:
-        exists = c.execute("select 1 from pg_database where datname = %s", [BENCH_DB]).fetchone()
+        exists = c.execute("select 1 from pg_database where datname = %s", [args.db]).fetchone()
         if exists and not args.keep:
-            c.execute(psycopg.sql.SQL("drop database {} with (force)").format(psycopg.sql.Identifier(BENCH_DB)))
+            c.execute(psycopg.sql.SQL("drop database {} with (force)").format(psycopg.sql.Identifier(args.db)))
             exists = None
         if not exists:
-            c.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(BENCH_DB)))
+            c.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(args.db)))
     with psycopg.connect(url, autocommit=True) as conn:
         _migrate.migrate(conn, dim=DIM)
         register_vector(conn)
         if not conn.execute("select count(*) from recall.chunks").fetchone()[0]:
+            if args.embedding_storage:
+                conn.execute(psycopg.sql.SQL("alter table recall.chunks alter column embedding set storage {}")
+                             .format(psycopg.sql.SQL(args.embedding_storage)))
             t0 = time.perf_counter()
             load(conn, agents, vecs)
             report["load_s"] = round(time.perf_counter() - t0, 1)
@@ -276,7 +305,10 @@ def run(admin: str, args, fractions) -> dict:
             report["index_mb"] = round(sum(i["mb"] for i in report["indexes"]), 1)
             log(f"built in {report['build_s']} s, {report['index_mb']} MB: "
                 + json.dumps(report["indexes"]))
+        report["load_average"] = os.getloadavg()
         report["agents"] = measure(conn, agents, vecs, sample, fractions, queries=args.queries)
+        report["load_average"] = [round((a + b) / 2, 1) for a, b in zip(report["load_average"],
+                                                                     os.getloadavg(), strict=True)]
         for a, r in report["agents"].items():
             log(f"{a:14} {json.dumps(r)}")
     return report

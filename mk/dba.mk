@@ -12,7 +12,7 @@ export INDEX SCOPE M EF_CONSTRUCTION NUM_NEIGHBORS SEARCH_LIST_SIZE MAX_ALPHA ST
        NUM_BITS_PER_DIMENSION NUM_DIMENSIONS
 export EF_SEARCH ITERATIVE_SCAN MAX_SCAN_TUPLES SCAN_MEM_MULTIPLIER QUERY_SEARCH_LIST_SIZE \
        QUERY_RESCORE ROLE
-export Q AGENT EMBED CHUNKS AGENTS PYRECALL_ADMIN_DSN
+export Q AGENT EMBED CHUNKS AGENTS PYRECALL_ADMIN_DSN FULL
 
 # DOCKER=1: the server of Dockerfile.postgres (PostgreSQL 17 + pgvector + pgvectorscale)
 DOCKER_IMAGE    ?= pyrecall-postgres:latest
@@ -65,7 +65,7 @@ explain: $(STAMP)  ## EXPLAIN ANALYZE a hybrid_recall call, nested plans too: Q=
 stats: $(STAMP)  ## Table and index sizes, pending embeddings, the largest agents and their vector path
 	@$(INDEX_PY) stats
 
-vacuum: $(STAMP)  ## VACUUM (ANALYZE) the recall tables
+vacuum: $(STAMP)  ## VACUUM (ANALYZE) the recall tables; FULL=1: rewrite them (exclusive lock)
 	@$(INDEX_PY) vacuum
 
 psql: $(STAMP)  ## psql on the database (the embedded server's psql when there is no other)

@@ -363,8 +363,9 @@ def _run(args) -> int:
                 print(_table(report["agents"]))
             return 0
         if args.command == "vacuum":
-            for table, seconds in vacuum(conn, full=args.full):
-                print(f"vacuum analyze {table}: {seconds:.2f} s")
+            full = args.full or (_env("FULL") or "").lower() in ("1", "yes", "true", "on")
+            for table, seconds in vacuum(conn, full=full):
+                print(f"vacuum {'full, ' if full else ''}analyze {table}: {seconds:.2f} s")
             return 0
         if args.command == "explain":
             query = args.query or _env("Q")
@@ -399,7 +400,7 @@ def _create(conn, args) -> int:
     def report(row):
         pct = "" if row["percent"] is None else f" {row['percent']}%"
         _say(f"  {row['index_name']}: {row['phase']}{pct} "
-             f"({row['tuples_done']}/{row['tuples_total']} tuples, {row['elapsed']})")
+             f"({row['tuples_done']} tuples in, {row['elapsed']})")
 
     t0 = time.perf_counter()
     statements = create_index(conn, method, options or None, scope, concurrently=concurrently,

@@ -449,3 +449,32 @@ def test_agent_role_uses_its_own_index_under_rls(small):
         assert "path ANN via" in path_of(conn, "big", q)
         assert len(set(arm(conn, "big", q)) & set(truth)) >= 9
         assert arm(conn, "mid", q) == []                                 # another agent: nothing
+
+
+# ------------------------------------------------------------------ storage of the vectors
+
+def storage(conn, table, column):
+    return conn.execute("select attstorage from pg_attribute where attrelid = %s::regclass and attname = %s",
+                        [table, column]).fetchone()[0]
+
+
+def test_vectors_are_stored_inline_unless_configured_otherwise(conn):
+    """STORAGE main keeps a 384-dim vector in its row (exact scans ~3x cheaper, docs/DBA.md);
+    recall.config embedding_storage = external gives pgvector's default back at the next migrate."""
+    from pyrecall import _migrate
+    assert storage(conn, "recall.chunks", "embedding") == "m"
+    assert storage(conn, "recall.sessions", "summary_embedding") == "m"
+    # a chunk of 700 incompressible characters: row > 2 kB, and the vector is its largest value
+    # (pgvector's default would move it out first); with main the text goes to TOAST instead
+    _, vecs, _ = load(conn, {"a": 1})
+    rng = np.random.default_rng(0)
+    text = " ".join("".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 8)) for _ in range(78))
+    toasted = "select pg_column_toast_chunk_id(embedding) is not null, pg_column_toast_chunk_id(content) is not null from recall.chunks"
+    conn.execute("update recall.chunks set content = %s, embedding = %s", [text, vecs[0] * 2])
+    assert conn.execute(toasted).fetchone() == (False, True)           # vector in the row, text out
+    conn.execute("update recall.config set value = '\"external\"' where key = 'embedding_storage'")
+    _migrate.migrate(conn)
+    assert storage(conn, "recall.chunks", "embedding") == "e"
+    assert storage(conn, "recall.sessions", "summary_embedding") == "e"
+    conn.execute("update recall.chunks set content = %s || 'x', embedding = %s", [text, vecs[0] * 3])
+    assert conn.execute(toasted).fetchone() == (True, False)           # pgvector's default: vector out

@@ -34,7 +34,35 @@
 insert into recall.config (key, value) values
   ('agent_index_min_rows', '2000')  -- agents with at least this many embedded chunks: own ANN index
 , ('ann_min_ef_search', '200')      -- floor of hnsw.ef_search / diskann.query_search_list_size
+, ('embedding_storage', '"main"')   -- STORAGE of the vector columns: main (inline) or external
 on conflict (key) do nothing;
+
+-- The vector columns' storage, as recall.config embedding_storage says (main by default).
+-- pgvector declares vector with STORAGE external: once a chunk's row passes ~2 kB (a 384-dim
+-- vector is 1.5 kB, plus the text and its tsvector) the vector is the first value moved out
+-- to the TOAST table, and every exact distance then costs a TOAST fetch: measured 6.5-8 us of
+-- CPU per chunk scanned, against 2-2.4 us with STORAGE main, where the text and tsvector go to
+-- TOAST instead and the vector stays in the row (100k chunks, docs/DBA.md; same total size).
+-- Applies to rows written from now on (the embedding worker writes every vector by UPDATE);
+-- VACUUM FULL recall.chunks (`make vacuum FULL=1`) moves the existing ones. Vectors larger
+-- than the row (1536 dims: 6 kB) go to TOAST whatever the storage.
+do $$
+declare
+  wanted "char" := case (select value #>> '{}' from recall.config where key = 'embedding_storage')
+                     when 'external' then 'e' else 'm' end;
+  col record;
+begin
+  for col in select a.attrelid::regclass as tbl, a.attname
+             from pg_attribute a
+             where (a.attrelid, a.attname) in (('recall.chunks'::regclass, 'embedding'),
+                                               ('recall.sessions'::regclass, 'summary_embedding'))
+               and a.attstorage <> wanted
+  loop
+    execute format('alter table %s alter column %I set storage %s', col.tbl, col.attname,
+                   case wanted when 'e' then 'external' else 'main' end);
+  end loop;
+end
+$$;
 
 -- _vector_index_method: 'auto' | 'diskann' | 'hnsw' -> the access method to build with
 create or replace function recall._vector_index_method(method text)
@@ -478,8 +506,9 @@ as $$
 $$;
 
 -- index_build_progress: the CREATE INDEX running on recall.chunks, as
--- pg_stat_progress_create_index reports it (pgvector and pgvectorscale count the tuples
--- loaded into the graph: tuples_done / tuples_total)
+-- pg_stat_progress_create_index reports it. pgvector's HNSW build reports the phase
+-- "building index: loading tuples", the heap blocks scanned (blocks_done / blocks_total: the
+-- percent below) and the tuples added so far (tuples_done; its tuples_total stays 0).
 create or replace function recall.index_build_progress()
 returns table (pid int, index_name name, phase text, tuples_done bigint, tuples_total bigint,
                blocks_done bigint, blocks_total bigint, percent numeric, elapsed interval)
