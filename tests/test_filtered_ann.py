@@ -118,7 +118,24 @@ def test_recall_at_10_for_every_agent_size(table, conn, fraction, expected_path)
     _say(f"{agent} ({len(rows)} chunks): recall@10 {np.mean(recalls):.4f} (min {min(recalls):.1f}), "
          f"p50 {np.median(times) * 1000:.1f} ms")
     assert expected_path in path(conn, agent, sample())
+    if expected_path == "path ANN via":                  # ... and the plan uses the agent's index
+        assert "Index Scan using chunks_embedding_a_" in plans(conn, agent, sample())
     assert np.mean(recalls) >= 0.99
+
+
+def plans(conn, agent, q) -> str:
+    notices = []
+    handler = lambda d: notices.append(d.message_primary)  # noqa: E731
+    conn.add_notice_handler(handler)
+    try:
+        conn.execute("load 'auto_explain'")
+        for k, v in {"log_min_duration": "0", "log_nested_statements": "on", "log_level": "notice"}.items():
+            conn.execute(f"set auto_explain.{k} = {v}")
+        arm(conn, agent, q)
+    finally:
+        conn.execute("set auto_explain.log_min_duration = -1")
+        conn.remove_notice_handler(handler)
+    return "\n".join(notices)
 
 
 def _truth(vecs, meta, q, keep, n=10):

@@ -56,6 +56,22 @@ def arm(conn, agent, q, n=10, **filters):
         "select chunk_id from recall._vector_arm(%s, %s, %s, %s, %s, %s, %s, %s)", [agent, q, n, *args])]
 
 
+def plans_of(conn, agent, q, n=10) -> str:
+    """The plans of the statements inside _vector_arm (auto_explain, this session only)."""
+    notices = []
+    handler = lambda d: notices.append(d.message_primary)  # noqa: E731
+    conn.add_notice_handler(handler)
+    try:
+        conn.execute("load 'auto_explain'")
+        for k, v in {"log_min_duration": "0", "log_nested_statements": "on", "log_level": "notice"}.items():
+            conn.execute(f"set auto_explain.{k} = {v}")
+        arm(conn, agent, q, n)
+    finally:
+        conn.execute("set auto_explain.log_min_duration = -1")
+        conn.remove_notice_handler(handler)
+    return "\n".join(notices)
+
+
 def path_of(conn, agent, q, n=10, **filters) -> str:
     """The path _vector_arm took (its DEBUG message)."""
     messages = []
@@ -91,7 +107,8 @@ def test_create_builds_one_index_per_large_agent(small):
     assert big["method"] == "hnsw" and big["options"] == {"m": 8, "ef_construction": 32}
     assert big["valid"] and big["size_bytes"] > 0 and big["built_at"] is not None
     assert big["build_seconds"] >= 0
-    assert "WHERE (agent_id = 'big'::text)" in big["definition"]
+    key = conn.execute("select recall._agent_key('big')").fetchone()[0]
+    assert f"""WHERE ("left"(md5(agent_id), 16) = '{key}'::text)""" in big["definition"]
     assert "USING hnsw (embedding public.vector_cosine_ops)" in big["definition"]
     conf = conn.execute("select value from recall.config where key = 'vector_index'").fetchone()[0]
     assert conf["method"] == "hnsw" and conf["options"] == {"m": 8, "ef_construction": 32}
@@ -118,8 +135,9 @@ def test_refresh_is_idempotent_and_follows_the_agents(small):
     ddl = [r[0] for r in conn.execute("select recall.vector_index_ddl()")]
     mid = conn.execute("select recall._agent_index_name('mid')").fetchone()[0]
     assert f"drop index concurrently if exists recall.{mid}" in ddl
-    assert any("where agent_id = 'tiny'" in s for s in ddl)
-    assert not any("'big'" in s for s in ddl)
+    tiny, big = conn.execute("select recall._agent_key('tiny'), recall._agent_key('big')").fetchone()
+    assert any(f"where pg_catalog.left(pg_catalog.md5(agent_id), 16) = '{tiny}'" in s for s in ddl)
+    assert not any(big in s for s in ddl[:-1])
     _index.create_index(conn)
     assert {r["agent_id"] for r in info(conn)} == {"big", "tiny"}
 
@@ -127,13 +145,13 @@ def test_refresh_is_idempotent_and_follows_the_agents(small):
 def test_new_options_rebuild_beside_the_old_index_and_swap(small):
     conn, *_ = small
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}')")
-    name = conn.execute("select recall._agent_index_name('big')").fetchone()[0]
+    name, key = conn.execute("select recall._agent_index_name('big'), recall._agent_key('big')").fetchone()
     ddl = [r[0] for r in conn.execute("select recall.vector_index_ddl('hnsw', '{\"m\": 12}')")]
     big = [s for s in ddl if name in s]
     assert big == [
         f"create index concurrently {name}_new on recall.chunks using hnsw (embedding public.vector_cosine_ops) "
-        "with (m=12) where agent_id = 'big'",
-        f"select recall._vector_index_built('{name}_new', 'big', 't')",
+        f"with (m=12) where pg_catalog.left(pg_catalog.md5(agent_id), 16) = '{key}'",
+        f"select recall._vector_index_built('{name}_new', '{key}', 't')",
         f"alter index recall.{name} rename to {name}_old",
         f"alter index recall.{name}_new rename to {name}",
         f"drop index concurrently if exists recall.{name}_old",
@@ -184,7 +202,7 @@ def test_agent_id_with_quotes_is_a_literal_not_sql(conn):
     _, vecs, sample = load(conn, {evil: 80})
     conn.execute("select recall.create_vector_index('hnsw', '{}')")
     [row] = info(conn)
-    assert row["agent_id"] == evil
+    assert row["agent_id"] == evil and evil not in row["definition"]
     q = sample()
     assert "path ANN via" in path_of(conn, evil, q) or "path exact" in path_of(conn, evil, q)
     assert len(arm(conn, evil, q)) == 10
@@ -342,6 +360,9 @@ def test_paths(small):
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}')")
     big = conn.execute("select recall._agent_index_name('big')").fetchone()[0]
     assert f"path ANN via recall.{big} (hnsw), ef_search = 200" in path_of(conn, "big", q)
+    conn.execute("set enable_sort = off")       # at 600 rows B-tree + sort is cheaper; not at 2000+
+    assert f"Index Scan using {big} on chunks" in plans_of(conn, "big", q)
+    conn.execute("reset enable_sort")
     assert "path exact (20 rows)" in path_of(conn, "tiny", q)
     # a narrow time window holds few rows: exact over the window
     since = conn.execute("select max(created_at) - interval '20 days' from recall.chunks").fetchone()[0]
@@ -436,6 +457,22 @@ def test_bad_knobs_are_22023(conn, settings, message):
         assert message.match(e.value.diag.message_primary)
 
 
+def test_the_catalog_names_no_agent(small):
+    """pg_index / pg_class / comments are readable by every role: they hold md5 keys only."""
+    conn, *_ = small
+    conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}', 'both')")
+    with conn.transaction():
+        conn.execute("set local role recall_agent")
+        conn.execute("select set_config('recall.agent_id', 'mid', true)")
+        seen = " ".join(r[0] or "" for r in conn.execute(
+            "select pg_get_indexdef(i.indexrelid) || ' ' || c.relname || ' ' "
+            "|| coalesce(obj_description(c.oid, 'pg_class'), '') "
+            "from pg_index i join pg_class c on c.oid = i.indexrelid where i.indrelid = 'recall.chunks'::regclass"))
+        assert "'big'" not in seen and "big" not in seen.replace("bigint", "")
+        # index_info resolves the agents the caller may see, and no other
+        assert {r["agent_id"] for r in info(conn)} == {None, "mid"}
+
+
 def test_agent_role_uses_its_own_index_under_rls(small):
     """recall_agent sees its rows only (RLS); the partial index still serves it."""
     conn, agents, vecs, sample = small
@@ -443,12 +480,20 @@ def test_agent_role_uses_its_own_index_under_rls(small):
     q = sample()
     rows = np.nonzero(agents == "big")[0]
     truth = bench.exact_top(vecs, rows, q, 10)
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.execute("load 'auto_explain'")                                  # as superuser, then:
+    for k, v in {"log_min_duration": "0", "log_nested_statements": "on", "log_level": "notice"}.items():
+        conn.execute(f"set auto_explain.{k} = {v}")
     with conn.transaction():
         conn.execute("set local role recall_agent")
         conn.execute("select set_config('recall.agent_id', 'big', true)")
-        assert "path ANN via" in path_of(conn, "big", q)
-        assert len(set(arm(conn, "big", q)) & set(truth)) >= 9
+        conn.execute("set local enable_sort = off")
+        got = arm(conn, "big", q)
+        assert len(set(got) & set(truth)) >= 9
+        assert "Index Scan using chunks_embedding_a_" in "\n".join(notices)
         assert arm(conn, "mid", q) == []                                 # another agent: nothing
+    conn.execute("set auto_explain.log_min_duration = -1")
 
 
 # ------------------------------------------------------------------ storage of the vectors

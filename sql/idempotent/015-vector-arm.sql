@@ -33,12 +33,13 @@ $$;
 -- whenever they cannot vouch for their answer.
 --
 -- The path, decided per call from the catalog and one cheap count (no planner guesswork):
---  1. The agent has an index of its own (a partial index `where agent_id = ...`, built by
---     recall.create_vector_index for agents with >= recall.config agent_index_min_rows
---     embedded chunks; found by name in the catalog): ANN through it. Every row it sees is
---     the agent's, so the agent filter costs nothing. The query is planned with the agent id
---     as a literal, so that the planner can match the index's predicate (for a mid-size
---     agent it may still prefer the exact B-tree + sort: also correct).
+--  1. The agent has an index of its own (a partial index `where left(md5(agent_id), 16)
+--     = '<key>'`, see recall._agent_key, built by recall.create_vector_index for agents with >=
+--     recall.config agent_index_min_rows embedded chunks; found by name in the catalog):
+--     ANN through it. Every row it sees is the agent's, so the agent filter costs nothing.
+--     The query is planned with the agent id and its key as literals, so that the planner
+--     can match the index's predicate (for a mid-size agent it may still prefer the exact
+--     B-tree + sort: also correct).
 --     - With a since/until window holding at most agent_index_min_rows chunks (counted on the
 --       B-tree, capped): exact over the window instead.
 --  2. No index of its own: count the agent's chunks on the B-tree, stopping at
@@ -70,6 +71,7 @@ as $$
 declare
   idx_oid oid;
   idx_method name;
+  own bool;
   agent_filter text;
   exact_max int;
   own_min int;
@@ -92,7 +94,8 @@ begin
   where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search');
 
   select v.index_oid, v.method into idx_oid, idx_method from recall._agent_vector_index(p_agent_id) v;
-  if idx_oid is not null then
+  own := idx_oid is not null;
+  if own then
     -- 1. the agent's own index, unless a time window leaves few rows to rank
     if p_since is not null or p_until is not null then
       select count(*) into n_rows
@@ -154,8 +157,10 @@ begin
          else current_setting('hnsw.ef_search', true) end,
     current_setting('hnsw.max_scan_tuples', true);
 
-  -- the agent id goes in as a literal: a partial index matches only a WHERE it can prove
-  agent_filter := format('c.agent_id = %L', p_agent_id);
+  -- the agent id goes in as a literal, and its key (the predicate of its own index, see
+  -- recall._agent_key): a partial index serves only a WHERE that implies its predicate
+  agent_filter := format('c.agent_id = %L', p_agent_id)
+    || case when own then ' and ' || recall._agent_key_predicate('c.agent_id', recall._agent_key(p_agent_id)) else '' end;
   execute format($q$
     select array_agg(a.chunk_id order by a.distance, a.chunk_id),
            array_agg(a.distance order by a.distance, a.chunk_id)

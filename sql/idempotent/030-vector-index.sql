@@ -64,6 +64,21 @@ begin
 end
 $$;
 
+-- helpers whose parameter agent_id became agent_key (CREATE OR REPLACE cannot rename one)
+do $$
+declare
+  f regprocedure;
+begin
+  foreach f in array array[to_regprocedure('recall._index_build_ddl(text, text, text, text[], boolean)'),
+                           to_regprocedure('recall._vector_index_built(text, text, boolean)')]
+  loop
+    if f is not null and exists (select from pg_proc where oid = f and 'agent_id' = any (proargnames)) then
+      execute format('drop function %s', f);
+    end if;
+  end loop;
+end
+$$;
+
 -- _vector_index_method: 'auto' | 'diskann' | 'hnsw' -> the access method to build with
 create or replace function recall._vector_index_method(method text)
 returns text
@@ -197,13 +212,37 @@ begin
 end
 $$;
 
--- _agent_index_name: the name of an agent's own index (md5: any agent id gives a valid name)
+-- _agent_key: what the catalog knows of an agent with an index of its own: the first 16 hex
+-- digits of md5(agent_id), in the index's name and predicate. pg_class and pg_index are
+-- readable by every role, so the agent id itself never appears there: another agent cannot
+-- list who has an index, only confirm an id it already guessed. The predicate spells the
+-- expression out, left(md5(agent_id), 16) = '<key>' (recall._agent_key_predicate), with
+-- built-in functions only: a call of this function there would run at every insert into
+-- recall.chunks, once per agent index.
+create or replace function recall._agent_key(agent_id text)
+returns text
+language sql immutable parallel safe strict
+set search_path to pg_catalog, pg_temp
+as $$
+  select left(md5(agent_id), 16)
+$$;
+
+-- _agent_key_predicate: the WHERE of an agent's own index, for column `col`, as SQL text
+create or replace function recall._agent_key_predicate(col text, agent_key text)
+returns text
+language sql immutable parallel safe strict
+set search_path to pg_catalog, pg_temp
+as $$
+  select format('pg_catalog.left(pg_catalog.md5(%s), 16) = %L', col, agent_key)
+$$;
+
+-- _agent_index_name: the name of an agent's own index
 create or replace function recall._agent_index_name(agent_id text)
 returns text
 language sql immutable parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
-  select 'chunks_embedding_a_' || left(md5(agent_id), 16)
+  select 'chunks_embedding_a_' || recall._agent_key(agent_id)
 $$;
 
 -- _agent_vector_index: the agent's own index if it exists and is valid (NULL otherwise), and
@@ -263,7 +302,7 @@ $$;
 -- an index all along; a left-over <name>_new (an interrupted concurrent build leaves it
 -- INVALID) is dropped first.
 create or replace function recall._index_build_ddl(
-  name text, agent_id text, method text, reloptions text[], concurrent bool)
+  name text, agent_key text, method text, reloptions text[], concurrent bool)
 returns setof text
 language plpgsql stable
 set search_path to pg_catalog, pg_temp
@@ -279,7 +318,10 @@ begin
   select * into cur from recall._vector_indexes() v where v.index_name = name;
   if found and cur.valid and cur.method = method
      and (select array_agg(o order by o) from unnest(cur.reloptions) o)
-         is not distinct from (select array_agg(o order by o) from unnest(reloptions) o) then
+         is not distinct from (select array_agg(o order by o) from unnest(reloptions) o)
+     and (select pg_get_expr(i.indpred, i.indrelid) from pg_index i where i.indexrelid = cur.index_oid)
+         is not distinct from (select format('("left"(md5(agent_id), 16) = %L::text)', k)
+                               from (select agent_key where agent_key is not null) as x(k)) then
     return;
   end if;
   if to_regclass(format('recall.%I', name || '_new')) is not null then
@@ -292,8 +334,8 @@ begin
   return next format('create index%s %I on recall.chunks using %s (embedding %s)%s%s',
     cc, name || '_new', method, opclass,
     case when cardinality(reloptions) > 0 then ' with (' || array_to_string(reloptions, ', ') || ')' else '' end,
-    case when agent_id is not null then format(' where agent_id = %L', agent_id) else '' end);
-  return next format('select recall._vector_index_built(%L, %L, %L)', name || '_new', agent_id, concurrent);
+    case when agent_key is not null then ' where ' || recall._agent_key_predicate('agent_id', agent_key) else '' end);
+  return next format('select recall._vector_index_built(%L, %L, %L)', name || '_new', agent_key, concurrent);
   if found then
     return next format('alter index recall.%I rename to %I', name, name || '_old');
   end if;
@@ -343,27 +385,26 @@ begin
   -- those of agents still at half of it or more (no flapping), drop the others
   for a in
     with sizes as (
-      select c.agent_id, count(*) as n
+      select recall._agent_key(c.agent_id) as agent_key, count(*) as n
       from recall.chunks c
       where c.embedding is not null
       group by c.agent_id
       having count(*) >= min_rows / 2
     ),
     existing as (
-      select v.index_name, v.note ->> 'agent_id' as agent_id
+      select v.index_name, substr(v.index_name, 20) as agent_key
       from recall._vector_indexes() v
       where v.index_name ~ '^chunks_embedding_a_[0-9a-f]{16}$'
     )
-    select coalesce(s.agent_id, e.agent_id) as agent_id, coalesce(s.n, 0) as n,
-           coalesce(e.index_name, recall._agent_index_name(s.agent_id)) as index_name,
+    select coalesce(s.agent_key, e.agent_key) as agent_key, coalesce(s.n, 0) as n,
+           'chunks_embedding_a_' || coalesce(s.agent_key, e.agent_key) as index_name,
            e.index_name is not null as has_index
     from sizes s
-    full join existing e on e.index_name = recall._agent_index_name(s.agent_id)
-    order by n desc, agent_id
+    full join existing e on e.agent_key = s.agent_key
+    order by n desc, agent_key
   loop
-    if sc in ('agents', 'both') and a.agent_id is not null
-       and (a.n >= min_rows or (a.has_index and a.n >= min_rows / 2)) then
-      return query select * from recall._index_build_ddl(a.index_name, a.agent_id, am, rel, concurrent);
+    if sc in ('agents', 'both') and (a.n >= min_rows or (a.has_index and a.n >= min_rows / 2)) then
+      return query select * from recall._index_build_ddl(a.index_name, a.agent_key, am, rel, concurrent);
     elsif a.has_index then
       return next format('drop index%s if exists recall.%I', cc, a.index_name);
     end if;
@@ -389,9 +430,9 @@ as $$
   select set_config('pyrecall.index_build_started', clock_timestamp()::text, false)
 $$;
 
--- _vector_index_built: record when and how fast an index was built, and for which agent, as the
--- index's comment (it travels with the index through the renames, and goes away with it)
-create or replace function recall._vector_index_built(index_name text, agent_id text, concurrent bool)
+-- _vector_index_built: record when and how fast an index was built, and for which agent key, as
+-- the index's comment (it travels with the index through the renames, and goes away with it)
+create or replace function recall._vector_index_built(index_name text, agent_key text, concurrent bool)
 returns void
 language plpgsql volatile
 set search_path to pg_catalog, pg_temp
@@ -401,7 +442,7 @@ declare
 begin
   execute format('comment on index recall.%I is %L', index_name,
     jsonb_strip_nulls(jsonb_build_object(
-      'agent_id', agent_id,
+      'agent_key', agent_key,
       'built_at', clock_timestamp(),
       'build_seconds', round(extract(epoch from clock_timestamp() - started)::numeric, 3),
       'concurrently', concurrent,
@@ -478,8 +519,8 @@ end
 $$;
 
 -- index_info: one row per ANN index of recall.chunks: the agent it serves (NULL: the whole
--- table), method, options, validity, size, rows, scans since the statistics reset, and the
--- build record left by _vector_index_built
+-- table; found by its key among the agent ids the caller may see), method, options, validity,
+-- size, rows, scans since the statistics reset, and the build record of _vector_index_built
 create or replace function recall.index_info()
 returns table (index_name name, agent_id text, method name, options jsonb, valid bool,
                size_bytes bigint, size text, index_rows bigint, scans bigint, built_at timestamptz,
@@ -487,7 +528,20 @@ returns table (index_name name, agent_id text, method name, options jsonb, valid
 language sql stable security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-  select v.index_name, v.note ->> 'agent_id', v.method,
+  with keyed as (
+    select v.index_name, substr(v.index_name, 20) as agent_key
+    from recall._vector_indexes() v
+    where v.index_name ~ '^chunks_embedding_a_[0-9a-f]{16}(_new|_old)?$'
+  ),
+  agents as (
+    select a.agent_id, recall._agent_key(a.agent_id) as agent_key
+    from (select distinct c.agent_id from recall.chunks c
+          where exists (select from keyed)) a
+  )
+  select v.index_name,
+         (select a.agent_id from keyed k join agents a on a.agent_key = left(k.agent_key, 16)
+          where k.index_name = v.index_name limit 1),
+         v.method,
          coalesce((select jsonb_object_agg(split_part(o, '=', 1),
                                            case when split_part(o, '=', 2) ~ '^-?\d+(\.\d+)?$'
                                                 then to_jsonb(split_part(o, '=', 2)::numeric)
