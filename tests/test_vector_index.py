@@ -108,7 +108,8 @@ def test_create_builds_one_index_per_large_agent(small):
     assert big["valid"] and big["size_bytes"] > 0 and big["built_at"] is not None
     assert big["build_seconds"] >= 0
     key = conn.execute("select recall._agent_key('big')").fetchone()[0]
-    assert f"""WHERE ("left"(md5(agent_id), 16) = '{key}'::text)""" in big["definition"]
+    hashed = conn.execute("select hashtextextended('big', 0)").fetchone()[0]
+    assert f"WHERE (hashtextextended(agent_id, (0)::bigint) = '{hashed}'::bigint)" in big["definition"]
     assert "USING hnsw (embedding public.vector_cosine_ops)" in big["definition"]
     conf = conn.execute("select value from recall.config where key = 'vector_index'").fetchone()[0]
     assert conf["method"] == "hnsw" and conf["options"] == {"m": 8, "ef_construction": 32}
@@ -135,8 +136,8 @@ def test_refresh_is_idempotent_and_follows_the_agents(small):
     ddl = [r[0] for r in conn.execute("select recall.vector_index_ddl()")]
     mid = conn.execute("select recall._agent_index_name('mid')").fetchone()[0]
     assert f"drop index concurrently if exists recall.{mid}" in ddl
-    tiny, big = conn.execute("select recall._agent_key('tiny'), recall._agent_key('big')").fetchone()
-    assert any(f"where pg_catalog.left(pg_catalog.md5(agent_id), 16) = '{tiny}'" in s for s in ddl)
+    tiny, big = conn.execute("select hashtextextended('tiny', 0), recall._agent_key('big')").fetchone()
+    assert any(f"where pg_catalog.hashtextextended(agent_id, 0) = '{tiny}'::bigint" in s for s in ddl)
     assert not any(big in s for s in ddl[:-1])
     _index.create_index(conn)
     assert {r["agent_id"] for r in info(conn)} == {"big", "tiny"}
@@ -145,12 +146,13 @@ def test_refresh_is_idempotent_and_follows_the_agents(small):
 def test_new_options_rebuild_beside_the_old_index_and_swap(small):
     conn, *_ = small
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}')")
-    name, key = conn.execute("select recall._agent_index_name('big'), recall._agent_key('big')").fetchone()
+    name, key, hashed = conn.execute("select recall._agent_index_name('big'), recall._agent_key('big'), "
+                                     "hashtextextended('big', 0)").fetchone()
     ddl = [r[0] for r in conn.execute("select recall.vector_index_ddl('hnsw', '{\"m\": 12}')")]
     big = [s for s in ddl if name in s]
     assert big == [
         f"create index concurrently {name}_new on recall.chunks using hnsw (embedding public.vector_cosine_ops) "
-        f"with (m=12) where pg_catalog.left(pg_catalog.md5(agent_id), 16) = '{key}'",
+        f"with (m=12) where pg_catalog.hashtextextended(agent_id, 0) = '{hashed}'::bigint",
         f"select recall._vector_index_built('{name}_new', '{key}', 't')",
         f"alter index recall.{name} rename to {name}_old",
         f"alter index recall.{name}_new rename to {name}",
@@ -458,7 +460,7 @@ def test_bad_knobs_are_22023(conn, settings, message):
 
 
 def test_the_catalog_names_no_agent(small):
-    """pg_index / pg_class / comments are readable by every role: they hold md5 keys only."""
+    """pg_index / pg_class / comments are readable by every role: they hold hashes of agent ids only."""
     conn, *_ = small
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}', 'both')")
     with conn.transaction():

@@ -33,8 +33,8 @@ $$;
 -- whenever they cannot vouch for their answer.
 --
 -- The path, decided per call from the catalog and one cheap count (no planner guesswork):
---  1. The agent has an index of its own (a partial index `where left(md5(agent_id), 16)
---     = '<key>'`, see recall._agent_key, built by recall.create_vector_index for agents with >=
+--  1. The agent has an index of its own (a partial index `where hashtextextended(agent_id, 0)
+--     = <hash>`, see recall._agent_key, built by recall.create_vector_index for agents with >=
 --     recall.config agent_index_min_rows embedded chunks; found by name in the catalog):
 --     ANN through it. Every row it sees is the agent's, so the agent filter costs nothing.
 --     The query is planned with the agent id and its key as literals, so that the planner
