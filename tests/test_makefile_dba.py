@@ -105,7 +105,7 @@ def test_index_info_drop(db):
     assert "0 index(es) built" in make("index", dsn=db).stderr
     assert "drop index concurrently" in make("index-drop", dsn=db).stderr
     assert make("index-info", dsn=db).stdout.strip() == "(none)"
-    make("index", "SCOPE=table", "M=8", dsn=db)
+    make("index", "INDEX=hnsw", "SCOPE=table", "M=8", dsn=db)
     assert "chunks_embedding_idx " in make("index-info", dsn=db).stdout
 
 
