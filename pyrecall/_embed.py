@@ -202,6 +202,10 @@ class LocalEmbedder:
 # -- litellm ----------------------------------------------------------------------------
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}  # and every 5xx
+# Refusals of what a request holds (a text too long, blocked by a filter, malformed): the same
+# request without the text at fault may pass. Every other 4xx (bad key 401, no credit 402, no
+# access 403, unknown model 404) meets every request alike.
+_INPUT_STATUS = {400, 413, 422}
 MAX_MESSAGE = 300  # characters of a provider's error message kept in ours
 
 
@@ -441,6 +445,24 @@ def _is_transient(error: Exception) -> bool:
         return True
     status = getattr(error, "status_code", None)
     return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
+
+
+def input_may_be_at_fault(error: EmbeddingError) -> bool:
+    """Whether one of the texts sent may have caused ``error``, so that sending them in
+    smaller requests can isolate it: a request refused for its content (400, 413, 422) or an
+    answer that does not fit the texts (a vector missing, the wrong length), or the refusal
+    of an embedder that gives no HTTP status. Not a failure every request meets: a bad key,
+    an unknown model (any other 4xx), a provider down (``TransientEmbeddingError``).
+
+    >>> input_may_be_at_fault(EmbeddingError("sent 2 texts, got 1 vectors"))
+    True
+    >>> input_may_be_at_fault(TransientEmbeddingError("gave up after 5 attempts"))
+    False
+    """
+    if isinstance(error, TransientEmbeddingError):
+        return False
+    status = getattr(error.__cause__, "status_code", None)  # the provider's error, if any
+    return not isinstance(status, int) or status in _INPUT_STATUS
 
 
 def _retry_after(error: Exception) -> float | None:

@@ -3,8 +3,10 @@
 Work is claimed in batches with ``FOR UPDATE SKIP LOCKED`` inside a transaction that lasts
 until the batch is written: several workers never embed the same chunk, and a worker that dies
 mid-batch releases its claim with its connection, so the next run finds the chunks pending
-again. A failed batch is split until the failing chunk is found; that chunk records the attempt
-and the error and is retried later with exponential backoff; the others go on.
+again. A batch refused for what it holds is split until the failing chunk is found; that chunk
+records the attempt and the error and is retried later with exponential backoff; the others go
+on. A failure every request would meet (provider down, bad key, unknown model) is not split:
+the whole batch records it, after one request.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import psycopg
 
 from . import _migrate
-from ._embed import Embedder
+from ._embed import Embedder, input_may_be_at_fault
 from ._errors import DatabaseError, DimensionMismatchError, EmbeddingError, TransientEmbeddingError
 
 log = logging.getLogger("pyrecall.worker")
@@ -189,7 +191,7 @@ class Worker:
             if len(vectors) != len(rows):
                 raise EmbeddingError(f"{self.embedder.model}: sent {len(rows)} texts, got {len(vectors)} vectors")
         except (TransientEmbeddingError, EmbeddingError) as exc:
-            if len(rows) > 1 and not isinstance(exc, TransientEmbeddingError):
+            if len(rows) > 1 and input_may_be_at_fault(exc):
                 mid = len(rows) // 2          # find the chunk the provider refuses
                 self._embed_rows(rows[:mid], report)
                 self._embed_rows(rows[mid:], report)
@@ -199,6 +201,10 @@ class Worker:
             report.errors.append(str(exc))
             if isinstance(exc, TransientEmbeddingError):
                 log.warning("embedding provider unavailable, %d chunk(s) stay pending: %s", len(rows), exc)
+            elif len(rows) > 1:
+                log.warning("embedding failed for the whole batch (not split: any request would fail), "
+                            "%d chunk(s) stay pending: %s",
+                            len(rows), exc)
             return
         # a vector the database cannot store (NaN, infinity, wrong length) would abort the whole
         # batch, again at every run; an all-zero one has no cosine and would rank first (NaN).

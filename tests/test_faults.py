@@ -28,7 +28,8 @@ from fake_embedder import FakeEmbedder
 from pgvector.psycopg import register_vector
 
 from pyrecall import _db, _migrate
-from pyrecall._embed import LiteLLMEmbedder
+from pyrecall import EmbeddingError, TransientEmbeddingError
+from pyrecall._embed import LiteLLMEmbedder, input_may_be_at_fault
 from pyrecall._worker import Worker, count_pending, listen_loop
 
 HERE = Path(__file__).resolve().parent
@@ -123,9 +124,12 @@ STAYS_DOWN = [  # (name, mode, params, embedder options, error text, requests pe
     ("429 every time", "429", {"retry_after": 0.05}, {}, "gave up after 3 attempts: 429 Rate limit reached", 3),
     ("reset every time", "reset", {}, {}, "gave up after 3 attempts", 3),
     ("hangs every time", "hang", {"seconds": 10}, {"timeout": 0.3}, "no answer within 0.3 s", 3),
-    # a wrong answer is not retried as is: the batch is split to find the chunk at fault
+    # a wrong answer or a refused input is not retried as is: the batch is split down to
+    # single chunks to find the one at fault (2n - 1 requests when every one fails)
     ("wrong count every time", "count", {}, {}, "got 0 vectors", 2 * BATCH - 1),
-    ("bad key", "401", {}, {}, "Incorrect API key provided", 2 * BATCH - 1),
+    ("400 every time", "400", {}, {}, "400 Invalid input", 2 * BATCH - 1),
+    # a bad key fails every request alike: one request per batch, no split
+    ("bad key", "401", {}, {}, "Incorrect API key provided", 1),
 ]
 
 
@@ -155,6 +159,66 @@ def test_provider_down_leaves_chunks_pending_with_error_and_bounded_retries(
     assert writes(conn) == (N, 1)
     assert conn.execute("select count(*) from recall.chunks where embed_error is not null "
                         "or embed_attempts > 0").fetchone()[0] == 0
+
+
+class Counting:
+    """An embedder that counts the calls the worker makes (one request each here: batches of
+    BATCH texts, and no retry of a 4xx)."""
+
+    def __init__(self, embedder):
+        self.embedder, self.model, self.dim, self.calls = embedder, embedder.model, embedder.dim, 0
+
+    def embed(self, texts):
+        self.calls += 1
+        return self.embedder.embed(texts)
+
+    def count_tokens(self, text):
+        return self.embedder.count_tokens(text)
+
+
+PROVIDER_WIDE = [  # (name, failure queued, path after the server's URL, error recorded)
+    ("bad key", "401", "", "EmbeddingError: openai/test-embed: 401 Incorrect API key provided"),
+    ("unknown model or endpoint", None, "/no-such-model", "EmbeddingError: openai/test-embed: 404 not found"),
+]
+
+
+@pytest.mark.parametrize("name,mode,path,error", PROVIDER_WIDE, ids=[p[0] for p in PROVIDER_WIDE])
+def test_provider_wide_refusal_fails_each_batch_once_without_splitting(conn, server, name, mode, path, error):
+    """A failure that every request meets (bad key, unknown model) is not a chunk's fault:
+    the batch is not split to look for one (it used to cost 2n - 1 requests per batch)."""
+    seed(conn)
+    if mode:
+        server.fail(mode, times=10_000)
+    emb = Counting(LiteLLMEmbedder("openai/test-embed", api_base=server.url + path, api_key="test",
+                                   batch_size=BATCH, dim=384, max_attempts=3, backoff_base=0.01))
+    report = Worker(conn, emb, batch_size=BATCH).run()
+    assert (report.embedded, report.failed, report.pending) == (0, N, 0)
+    assert emb.calls == N // BATCH                                  # one request per batch
+    assert server.requests == (N // BATCH if mode else 0)          # (the 404 path is not counted)
+    assert conn.execute("select count(*), min(embed_attempts), max(embed_attempts), bool_and(embed_after > now()), "
+                        "array_agg(distinct embed_error) from recall.chunks where embedding is null").fetchone() \
+        == (N, 1, 1, True, [error])
+    assert count_pending(conn) == 0                                 # all waiting out their backoff
+
+
+def test_whether_an_error_may_come_from_one_input():
+    class ProviderError(Exception):
+        def __init__(self, status):
+            self.status_code = status
+
+    def error(status=None, cls=EmbeddingError):
+        try:
+            raise cls("refused") from (ProviderError(status) if status else None)
+        except EmbeddingError as exc:
+            return exc
+
+    cases = [  # (error, whether splitting the batch may isolate its cause)
+        (error(400), True), (error(413), True), (error(422), True),
+        (error(None), True),                      # a wrong answer, or an embedder without HTTP
+        (error(401), False), (error(402), False), (error(403), False), (error(404), False),
+        (error(None, TransientEmbeddingError), False), (error(500, TransientEmbeddingError), False),
+    ]
+    assert [input_may_be_at_fault(e) for e, _ in cases] == [want for _, want in cases]
 
 
 def test_two_workers_against_a_flaky_provider_embed_each_chunk_once(db_url, conn, server):
