@@ -27,8 +27,7 @@ from embed_server import EmbedServer
 from fake_embedder import FakeEmbedder
 from pgvector.psycopg import register_vector
 
-from pyrecall import _db, _migrate
-from pyrecall import EmbeddingError, TransientEmbeddingError
+from pyrecall import EmbeddingError, TransientEmbeddingError, _db, _migrate
 from pyrecall._embed import LiteLLMEmbedder, input_may_be_at_fault
 from pyrecall._worker import Worker, count_pending, listen_loop
 
