@@ -81,6 +81,19 @@ def test_admin_sees_all(db_url, roles, two_agents):
         assert [c.execute(q).fetchone()[0] for q in COUNTS] == [2, 4, 2]
 
 
+def test_bound_role_sees_its_agent_without_a_setting(db_url, roles, two_agents, conn):
+    """bind_agent binds through recall.agent_bindings: a session that SETs ROLE to the bound role
+    sees its agent with no setting, and no setting moves it to another agent."""
+    conn.execute("select recall.bind_agent(%s, 'A')", [roles[0]])
+    with as_role(db_url, roles[0]) as c:
+        assert [c.execute(q).fetchone()[0] for q in COUNTS] == [1, 2, 1]
+        c.execute("select set_config('recall.agent_id', 'B', false)")
+        assert {r[0] for r in c.execute("select agent_id from recall.messages")} == {"A"}
+    conn.execute("select recall.unbind_agent(%s)", [roles[0]])
+    with as_role(db_url, roles[0]) as c:
+        assert [c.execute(q).fetchone()[0] for q in COUNTS] == [0, 0, 0]
+
+
 def test_session_cannot_change_agent(conn, two_agents):
     with pytest.raises(psycopg.errors.CheckViolation, match="agent_id of a session cannot change"):
         conn.execute("update recall.sessions set agent_id = 'A' where session_id = 'B-s'")

@@ -13,6 +13,7 @@ through errors at once. Statistics, role binding and the remaining, documented c
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -22,6 +23,8 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
+
+from pyrecall import _migrate
 
 AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
 DIM = 384
@@ -301,15 +304,22 @@ def test_every_table_with_agent_rows_is_row_secured(conn):
                                   array(select p.polname from pg_policy p where p.polrelid = c.oid order by 1)
                            from pg_class c join pg_attribute a on a.attrelid = c.oid and a.attname = 'agent_id'
                            where c.relnamespace = 'recall'::regnamespace and c.relkind in ('r', 'p')""").fetchall()
-    assert {r[0] for r in rows} == ROW_TABLES == set(INSERT_B)
+    assert {r[0] for r in rows} == ROW_TABLES | {"agent_bindings"} and ROW_TABLES == set(INSERT_B)
     for table, rls, policies in rows:
         assert rls, f"recall.{table} has agent rows but no row-level security"
-        assert policies == ["admin_rows", "agent_bound", "agent_rows"], table
-    # what recall_agent may read besides them holds no agent data
+        if table == "agent_bindings":   # rows keyed by role: each role its own (see the binding tests)
+            assert policies == ["admin_rows", "own_binding"], table
+        else:
+            assert policies == ["admin_rows", "agent_bound", "agent_rows"], table
+    # what recall_agent may read besides them holds no agent data; nobody but the owner writes bindings
     readable = {r[0] for r in conn.execute(
         "select relname from pg_class where relnamespace = 'recall'::regnamespace and relkind in ('r', 'v', 'm') "
         "and has_table_privilege('recall_agent', oid, 'select')")}
-    assert readable - ROW_TABLES == {"config"}
+    assert readable - ROW_TABLES == {"config", "agent_bindings"}
+    for role in ("recall_agent", "recall_admin"):
+        for privilege in ("insert", "update", "delete", "truncate"):
+            assert not conn.execute("select has_table_privilege(%s, 'recall.agent_bindings', %s)",
+                                    [role, privilege]).fetchone()[0], (role, privilege)
 
 
 @pytest.mark.parametrize("who", ["setting", "bound"])
@@ -428,6 +438,10 @@ def test_planner_estimates_leak_agent_sizes_unless_statistics_restricted(db_url,
         conn.execute("select * from recall.restrict_statistics(false)")
         conn.execute("analyze recall.chunks")
         assert estimate(c, "agent_id = 'B'") > 100 * estimate(c, "agent_id = 'nobody'")
+    # ... but never for the bindings, whose statistics are off for good (003-agent-bindings)
+    assert conn.execute("select array_agg(attstattarget order by attnum) from pg_attribute "
+                        "where attrelid = 'recall.agent_bindings'::regclass and attnum > 0 "
+                        "and not attisdropped").fetchone()[0] == [0, 0, 0]
 
 
 # ---------------------------------------------------------------- binding by role
@@ -435,7 +449,9 @@ def test_planner_estimates_leak_agent_sizes_unless_statistics_restricted(db_url,
 def test_bound_role_sees_its_agent_whatever_it_sets(db_url, conn, roles):
     build_world(conn)
     with login(db_url, roles["bound"]) as c:
-        assert c.execute("select recall.bound_agent(), current_setting('recall.agent_id', true)").fetchone() == ("A", "A")
+        # bound by its row of recall.agent_bindings, with no setting at all
+        assert c.execute("select recall.bound_agent(), current_setting('recall.agent_id', true)").fetchone() in (
+            ("A", None), ("A", ""))
         rows = c.execute("select distinct agent_id from recall.hybrid_recall(agent_id => 'A', query_text => 'docker', "
                          "query_embedding => %s) join recall.chunks using (chunk_id)", [QUERY]).fetchall()
         assert rows == [("A",)]
@@ -445,18 +461,25 @@ def test_bound_role_sees_its_agent_whatever_it_sets(db_url, conn, roles):
             assert c.execute("select count(*) from recall.chunks where agent_id = 'B'").fetchone()[0] == 0
             assert c.execute("select count(*) from recall.hybrid_recall(agent_id => 'B', query_text => 'docker')"
                              ).fetchone()[0] == 0
-        # with the setting pointing elsewhere it sees nothing at all, not B
-        assert c.execute("select count(*) from recall.chunks").fetchone()[0] == 0
+        # with the setting pointing elsewhere it still sees A's rows: the binding wins, not B
+        assert c.execute("select min(agent_id), max(agent_id) from recall.chunks").fetchone() == ("A", "A")
         for change in (f"alter role {roles['bound']} set recall.agent_id = 'B'",
-                       f"alter role {roles['bound']} reset recall.agent_id",
                        f"alter role {roles['bound']} in database {conn.info.dbname} set recall.agent_id = 'B'",
                        "select recall.bind_agent(current_user, 'B')",
-                       "select recall.unbind_agent(current_user)"):
+                       "select recall.unbind_agent(current_user)",
+                       "update recall.agent_bindings set agent_id = 'B'",
+                       "delete from recall.agent_bindings",
+                       "insert into recall.agent_bindings (agent_role, agent_id) values (current_user::text::regrole, 'B')",
+                       "truncate recall.agent_bindings"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(change)
         c.execute(f"alter role {roles['bound']} reset all")      # resets only what it may: not the binding
+        c.execute(f"alter role {roles['bound']} reset recall.agent_id")   # there is no such setting: a no-op
         assert c.execute("select recall.bound_agent()").fetchone()[0] == "A"
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="agent_bound"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            c.execute("insert into recall.sessions (session_id, agent_id) values ('B-9', 'B')")
+        c.execute("select set_config('recall.agent_id', 'B', false)")   # the setting agreeing with the row: still no
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
             c.execute("insert into recall.sessions (session_id, agent_id) values ('B-9', 'B')")
     # a new connection still starts bound
     with login(db_url, roles["bound"]) as c:
@@ -465,7 +488,12 @@ def test_bound_role_sees_its_agent_whatever_it_sets(db_url, conn, roles):
 
 def test_unbind_returns_to_the_setting(db_url, conn, roles):
     build_world(conn)
+    # a role-level recall.agent_id set by hand (it binds nothing now) names an agent to every
+    # role: unbind_agent, like bind_agent, resets it
+    conn.execute(f"alter role {roles['bound']} set recall.agent_id = 'A'")
     conn.execute("select recall.unbind_agent(%s)", [roles["bound"]])
+    assert conn.execute("select count(*) from recall.agent_bindings").fetchone()[0] == 0
+    assert conn.execute("select rolconfig from pg_roles where rolname = %s", [roles["bound"]]).fetchone()[0] is None
     with login(db_url, roles["bound"]) as c:
         assert c.execute("select recall.bound_agent()").fetchone()[0] is None
         assert c.execute("select count(*) from recall.chunks").fetchone()[0] == 0
@@ -490,6 +518,8 @@ def test_bind_agent_refuses_what_it_cannot_restrict(conn, attrs, agent, error, m
             conn.execute("select recall.bind_agent(%s, %s)", [name, agent])
         if attrs is not None:
             assert conn.execute("select rolconfig from pg_roles where rolname = %s", [name]).fetchone()[0] is None
+            assert conn.execute("select count(*) from recall.agent_bindings where agent_role::oid = "
+                                "(select oid from pg_roles where rolname = %s)", [name]).fetchone()[0] == 0
     finally:
         if attrs is not None:
             conn.execute(f"drop role {name}")
@@ -499,9 +529,16 @@ def test_bind_agent_quotes_names(conn):
     name = f'sec "odd"; drop role x; -- {uuid.uuid4().hex[:6]}'
     conn.execute(sql.SQL("create role {} login").format(sql.Identifier(name)))
     try:
+        # a leftover role setting, for this database: bind_agent resets it (quoting both names)
+        conn.execute(sql.SQL("alter role {} in database {} set recall.agent_id = 'old'").format(
+            sql.Identifier(name), sql.Identifier(conn.info.dbname)))
         conn.execute("select recall.bind_agent(%s, %s)", [name, "it's; drop table recall.chunks; --"])
-        assert conn.execute("select rolconfig from pg_roles where rolname = %s", [name]).fetchone()[0] == [
-            "recall.agent_id=it's; drop table recall.chunks; --"]
+        assert conn.execute("select count(*) from pg_db_role_setting s join pg_roles ro on ro.oid = s.setrole "
+                            "where ro.rolname = %s", [name]).fetchone()[0] == 0
+        assert conn.execute("select ro.rolname, b.agent_id from recall.agent_bindings b "
+                            "join pg_roles ro on ro.oid = b.agent_role::oid").fetchall() == [
+            (name, "it's; drop table recall.chunks; --")]
+        assert conn.execute("select rolconfig from pg_roles where rolname = %s", [name]).fetchone()[0] is None
         assert conn.execute("select to_regclass('recall.chunks') is not null").fetchone()[0]
     finally:
         conn.execute(sql.SQL("drop owned by {}; drop role {}").format(
@@ -584,20 +621,165 @@ def test_catalog_does_not_name_other_agents(db_url, conn, roles):
         assert sum(str(guess) in d for d in defs) == 1         # the residual channel: a guess confirmed
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN CHANNEL 090-security: recall.bind_agent stores the agent id as the "
-                   "role's setting (alter role ... set recall.agent_id = '<agent>'); pg_db_role_setting, "
-                   "pg_roles.rolconfig and pg_user.useconfig are readable by every role, so any agent can list "
-                   "the ids of all bound agents (and which role each is bound to)")
 def test_role_bindings_do_not_name_agents(db_url, conn, roles):
+    """A binding is a row of recall.agent_bindings (003-agent-bindings), not the role's setting
+    recall.agent_id: pg_db_role_setting, pg_roles.rolconfig and pg_user.useconfig, which every
+    role reads, no longer name bound agents, and neither do the table's statistics."""
     add_agent(conn, OPAQUE)
     name = f"sec_opaque_{uuid.uuid4().hex[:8]}"
     conn.execute(f"create role {name} login password '{PASSWORD}'")
     try:
         conn.execute("select recall.bind_agent(%s, %s)", [name, OPAQUE])
+        conn.execute("analyze")
+        # the owner sees the binding, but nothing of it in the role settings or the statistics
+        assert conn.execute("select count(*) from recall.agent_bindings where agent_id = %s",
+                            [OPAQUE]).fetchone()[0] == 1
+        assert conn.execute("select count(*) from pg_db_role_setting s, unnest(s.setconfig) c "
+                            "where strpos(c, %s) > 0", [OPAQUE]).fetchone()[0] == 0
+        # ANALYZE keeps nothing of the table for the planner's estimates (an agent's EXPLAIN
+        # ... where agent_id < '...' would otherwise search the histogram), though it ran
+        stats = dict(conn.execute("select tablename, count(*) from pg_stats where schemaname = 'recall' "
+                                  "group by 1").fetchall())
+        assert "agent_bindings" not in stats and stats["chunks"] > 0
         with login(db_url, name) as own:
             assert own.execute("select count(*) from recall.chunks").fetchone()[0] == 6   # the binding works
         with login(db_url, roles["agent"], "A") as c:
             assert catalog_texts_naming(c, OPAQUE) == {}
+        with login(db_url, roles["bound"]) as c:
+            assert catalog_texts_naming(c, OPAQUE) == {}
     finally:
         conn.execute(f"drop owned by {name}")
         conn.execute(f"drop role {name}")
+
+
+def test_bound_role_reads_only_its_own_binding(db_url, conn, roles):
+    """recall.agent_bindings holds every binding; a role reads its own row (that of its current
+    and of its login role) and no other, a role bound by the setting none, recall_admin all."""
+    other = f"sec_other_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"create role {other} login password '{PASSWORD}'")
+    try:
+        conn.execute("select recall.bind_agent(%s, %s)", [other, OPAQUE])
+        bindings = "select agent_role::text, agent_id from recall.agent_bindings order by 2"
+        assert [r[1] for r in conn.execute(bindings)] == ["A", OPAQUE]
+        settings = ("select count(*) from pg_db_role_setting s, unnest(s.setconfig) c "
+                    "where c ilike 'recall.agent_id=%%'")
+        with login(db_url, roles["bound"]) as c:
+            assert c.execute(bindings).fetchall() == [(roles["bound"], "A")]
+            assert c.execute("select count(*) from recall.agent_bindings where agent_id = %s",
+                             [OPAQUE]).fetchone()[0] == 0
+            assert c.execute(settings).fetchone()[0] == 0          # pg_db_role_setting names no agent
+            assert c.execute("select count(*) from pg_roles where rolconfig::text ilike '%%recall.agent_id%%'"
+                             ).fetchone()[0] == 0
+            c.execute("set role recall_agent")                     # its login role's row, still only that
+            assert c.execute(bindings).fetchall() == [(roles["bound"], "A")]
+            c.execute("select set_config('recall.agent_id', %s, false)", [OPAQUE])
+            assert c.execute(bindings).fetchall() == [(roles["bound"], "A")]
+        with login(db_url, roles["agent"], "A") as c:
+            assert c.execute(bindings).fetchall() == []
+        with login(db_url, roles["admin"]) as c:
+            assert [r[1] for r in c.execute(bindings)] == ["A", OPAQUE]
+    finally:
+        conn.execute(f"drop owned by {other}")
+        conn.execute(f"drop role {other}")
+
+
+# the binding as released before 003-agent-bindings: the role's setting recall.agent_id, read
+# from the catalog by bound_agent() and required by the restrictive agent_bound policies
+OLD_BINDING = """
+create or replace function recall.bound_agent()
+returns text
+language sql stable security invoker parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select substr(c.setting, length('recall.agent_id=') + 1)
+  from (values (1, current_user), (2, session_user)) as r(pref, rolname)
+  join pg_roles ro on ro.rolname = r.rolname
+  join pg_db_role_setting s on s.setrole = ro.oid
+   and s.setdatabase in (0, (select d.oid from pg_database d where d.datname = current_database()))
+  cross join lateral unnest(s.setconfig) as c(setting)
+  where c.setting like 'recall.agent_id=%'
+  order by r.pref, s.setdatabase desc
+  limit 1
+$$;
+do $$
+declare
+  t text;
+begin
+  foreach t in array array['sessions', 'messages', 'chunks', 'source_files'] loop
+    execute format(
+      'create policy agent_bound on recall.%I as restrictive to recall_agent '
+      'using ((select recall.bound_agent()) is null or agent_id = (select recall.bound_agent())) '
+      'with check ((select recall.bound_agent()) is null or agent_id = (select recall.bound_agent()))',
+      t);
+  end loop;
+end
+$$;
+"""
+
+
+def test_role_setting_bindings_move_into_the_table(empty_db_url, tmp_path, monkeypatch):
+    """An install from before 003-agent-bindings, with roles bound by their setting: migrating
+    moves each binding into recall.agent_bindings and resets the setting, and each role sees
+    exactly its agent afterwards, on a connection opened before the migration too."""
+    real = _migrate.sql_dir()
+    old = tmp_path / "sql"
+    shutil.copytree(real, old)
+    for f in (old / "incremental").glob("*.sql"):
+        if f.name >= "003":
+            f.unlink()
+    (old / "idempotent" / "090-security.sql").unlink()
+    monkeypatch.setattr(_migrate, "sql_dir", lambda: old)
+    suffix = uuid.uuid4().hex[:8]
+    # bound cluster-wide to A; cluster-wide to A but to B in this database (which wins); to ''
+    # (no agent at all); in another database only (not bound here: its setting is left alone)
+    r = {k: f"sec_up_{k}_{suffix}" for k in ("a", "b", "empty", "elsewhere")}
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        _migrate.migrate(conn)
+        conn.execute(OLD_BINDING)
+        dbname = conn.info.dbname
+        for agent in ("A", "B"):
+            conn.execute("insert into recall.sessions (session_id, agent_id) values (%s, %s)", [f"{agent}-s", agent])
+            conn.execute("insert into recall.messages (session_id, role, content) values (%s, 'user', %s)",
+                         [f"{agent}-s", f"note of {agent}"])
+        for name in r.values():
+            conn.execute(f"create role {name} login password '{PASSWORD}' in role recall_agent")
+        conn.execute(f"alter role {r['a']} set recall.agent_id = 'A'")
+        conn.execute(f"alter role {r['b']} set recall.agent_id = 'A'")
+        conn.execute(f"alter role {r['b']} in database {dbname} set recall.agent_id = 'B'")
+        conn.execute(f"alter role {r['empty']} set recall.agent_id = ''")
+        conn.execute(f"alter role {r['elsewhere']} in database template1 set recall.agent_id = 'A'")
+        seen = "select coalesce(string_agg(distinct agent_id, ','), '') from recall.chunks"
+        try:
+            for key, agent in (("b", "B"), ("empty", "")):
+                with login(empty_db_url, r[key]) as c:
+                    assert c.execute(seen).fetchone()[0] == agent
+            before = login(empty_db_url, r["a"])
+            assert before.execute(seen).fetchone()[0] == "A"
+
+            monkeypatch.setattr(_migrate, "sql_dir", lambda: real)
+            assert "003-agent-bindings" in _migrate.migrate(conn).applied
+            assert sorted(conn.execute("select agent_role::text, agent_id from recall.agent_bindings")) == sorted(
+                [(r["a"], "A"), (r["b"], "B"), (r["empty"], "")])
+            left = conn.execute("select ro.rolname, s.setdatabase = 0, s.setconfig from pg_db_role_setting s "
+                                "join pg_roles ro on ro.oid = s.setrole where ro.rolname like %s",
+                                [f"sec_up_%_{suffix}"]).fetchall()
+            assert left == [(r["elsewhere"], False, ["recall.agent_id=A"])]   # another database's: kept
+            # the connection opened before: its old setting no longer matters, the binding does
+            assert before.execute(seen).fetchone()[0] == "A"
+            before.execute("set recall.agent_id = 'B'")
+            assert before.execute(seen).fetchone()[0] == "A"
+            before.close()
+            for key, agent in (("a", "A"), ("b", "B"), ("empty", "")):
+                with login(empty_db_url, r[key]) as c:
+                    assert c.execute("select current_setting('recall.agent_id', true)").fetchone()[0] in (None, "")
+                    assert c.execute(seen).fetchone()[0] == agent
+                    c.execute("select set_config('recall.agent_id', %s, false)", ["B" if agent == "A" else "A"])
+                    assert c.execute(seen).fetchone()[0] == agent
+                    assert c.execute("select count(*) from recall.agent_bindings").fetchone()[0] == 1
+            with login(empty_db_url, r["elsewhere"]) as c:                     # not bound here
+                c.execute("set recall.agent_id = 'B'")
+                assert c.execute(seen).fetchone()[0] == "B"
+        finally:
+            for name in r.values():      # drop role drops its settings in every database too
+                conn.execute(f"drop owned by {name}")
+                conn.execute(f"drop role {name}")

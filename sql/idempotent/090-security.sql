@@ -5,42 +5,46 @@
 -- of recall_agent see the rows whose agent_id equals the setting recall.agent_id. A setting can
 -- be changed by whoever runs SQL on the connection, so it isolates agents only when the
 -- application owns the connection. This file adds:
---   * binding by role: `select recall.bind_agent('aria_login', 'aria-devops')` (or, by hand,
---     `alter role aria_login set recall.agent_id = 'aria-devops'` plus membership in
---     recall_agent). The role-level value lives in pg_db_role_setting, which only a superuser
---     (or a role granted SET on the parameter) can change, so a bound role sees its agent's
---     rows and nothing else, whatever it SETs;
+--   * binding by role: `select recall.bind_agent('aria_login', 'aria-devops')` makes the role a
+--     member of recall_agent and records the binding in recall.agent_bindings (003-agent-bindings),
+--     which only the owner writes and in which each role reads only its own row. A bound role
+--     sees its agent's rows and nothing else, whatever it SETs, and cannot list other bindings.
+--     (Before 003 the binding was the role's setting recall.agent_id, which every role can read
+--     in pg_db_role_setting: a role-level recall.agent_id binds nothing any more, it is only a
+--     default of the setting);
 --   * recall.restrict_statistics(): stops ANALYZE from keeping values of the text columns in
 --     pg_statistic, where the planner's row estimates (EXPLAIN) would reveal them. See
 --     docs/SECURITY.md.
 
--- bound_agent: the agent a role is bound to (its role-level recall.agent_id), for the current
--- role, else the session's login role; NULL when neither is bound. SET cannot change it: it is
--- read from the catalog, not from the session. A database-specific value wins over the
--- cluster-wide one. An empty value binds to no agent at all (fail closed).
+-- bound_agent: the agent the current role is bound to, else the one the session's login role is
+-- bound to (SET ROLE to a role without a binding keeps the login role's); NULL when neither is
+-- bound. SET cannot change it: it is read from recall.agent_bindings, which only the owner
+-- writes. An empty agent_id binds to no agent at all (fail closed). SECURITY INVOKER: the
+-- caller's own row is all it needs, and the table's policy own_binding lets each role read
+-- exactly the rows of its current and login roles. The same text is in
+-- sql/incremental/003-agent-bindings.sql (it switched the policies to the table at once).
 create or replace function recall.bound_agent()
 returns text
 language sql stable security invoker parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
-  select substr(c.setting, length('recall.agent_id=') + 1)
+  select b.agent_id
   from (values (1, current_user), (2, session_user)) as r(pref, rolname)
   join pg_roles ro on ro.rolname = r.rolname
-  join pg_db_role_setting s on s.setrole = ro.oid
-   and s.setdatabase in (0, (select d.oid from pg_database d where d.datname = current_database()))
-  cross join lateral unnest(s.setconfig) as c(setting)
-  where c.setting like 'recall.agent_id=%'
-  order by r.pref, s.setdatabase desc
+  join recall.agent_bindings b on b.agent_role::oid = ro.oid
+  order by r.pref
   limit 1
 $$;
 
 comment on function recall.bound_agent() is
-  'The agent the current (else the login) role is bound to by ALTER ROLE ... SET recall.agent_id; NULL if unbound.';
+  'The agent the current (else the login) role is bound to in recall.agent_bindings; NULL if unbound.';
 
 -- a bound member of recall_agent sees only its bound agent, whatever recall.agent_id says:
--- a restrictive policy, AND-ed with the permissive agent_rows policy of 001-schema. Unbound
--- members are unaffected (bound_agent() is NULL). The sub-selects make each call an InitPlan:
--- evaluated once per statement, not per row. Created once; a later change must ALTER POLICY.
+-- a restrictive policy, AND-ed with the permissive agent_rows policy (001-schema; since
+-- 003-agent-bindings it takes the bound agent first, the setting only for unbound roles).
+-- Unbound members are unaffected (bound_agent() is NULL). The sub-selects make each call an
+-- InitPlan: evaluated once per statement, not per row. Created once; a later change must
+-- ALTER POLICY.
 do $$
 declare
   t text;
@@ -58,10 +62,13 @@ begin
 end
 $$;
 
--- bind_agent: make role_name an agent role of agent_id: a member of recall_agent whose
--- role-level recall.agent_id is agent_id. Run it as a superuser (ALTER ROLE ... SET of a
--- custom parameter needs superuser, or GRANT SET ON PARAMETER recall.agent_id). Roles that
--- row-level security does not restrict (superusers, BYPASSRLS, recall_admin members) are refused.
+-- bind_agent: make role_name an agent role of agent_id: a member of recall_agent with a row in
+-- recall.agent_bindings (binding it again replaces its agent). Run it as the owner (it writes
+-- the table and grants recall_agent) or a superuser. Roles that row-level security does not
+-- restrict (superusers, BYPASSRLS, recall_admin members) are refused. A role-level
+-- recall.agent_id the role still has (set by hand, or left from before 003) is reset: every role
+-- can read it in pg_db_role_setting (resetting it needs a superuser). Bindings of roles dropped
+-- since are removed on the way.
 create or replace function recall.bind_agent(role_name text, agent_id text)
 returns void
 language plpgsql volatile security invoker
@@ -69,6 +76,7 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
   r record;
+  s record;
 begin
   if agent_id is null or agent_id = '' then
     raise exception 'agent_id is required' using errcode = '22023';
@@ -86,26 +94,67 @@ begin
     raise exception 'role % is a member of recall_admin, which sees every agent: binding it would not restrict it',
       quote_ident(role_name) using errcode = '22023';
   end if;
+  delete from recall.agent_bindings b
+  where not exists (select from pg_roles ro where ro.oid = b.agent_role::oid);
+  insert into recall.agent_bindings as b (agent_role, agent_id, bound_at)
+  values (r.oid::regrole, bind_agent.agent_id, now())
+  on conflict (agent_role) do update set agent_id = excluded.agent_id, bound_at = excluded.bound_at;
   execute format('grant recall_agent to %I', role_name);
-  execute format('alter role %I set recall.agent_id = %L', role_name, agent_id);
+  for s in
+    select d.datname
+    from pg_db_role_setting rs
+    left join pg_database d on d.oid = rs.setdatabase
+    where rs.setrole = r.oid
+      and rs.setdatabase in (0, (select d2.oid from pg_database d2 where d2.datname = current_database()))
+      and exists (select from unnest(rs.setconfig) as c(setting)
+                  where lower(split_part(c.setting, '=', 1)) = 'recall.agent_id')
+  loop
+    if s.datname is null then
+      execute format('alter role %I reset recall.agent_id', role_name);
+    else
+      execute format('alter role %I in database %I reset recall.agent_id', role_name, s.datname);
+    end if;
+  end loop;
 end
 $$;
 
 comment on function recall.bind_agent(text, text) is
-  'Bind a login role to one agent: recall_agent membership + ALTER ROLE ... SET recall.agent_id. Superuser only.';
+  'Bind a login role to one agent: recall_agent membership + a row of recall.agent_bindings. Owner or superuser.';
 
--- unbind_agent: remove the binding (the role stays in recall_agent, bound by the setting again)
+-- unbind_agent: remove the binding (the role stays in recall_agent, bound by the setting
+-- again), and a role-level recall.agent_id it still has (see bind_agent)
 create or replace function recall.unbind_agent(role_name text)
 returns void
 language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+  role_oid oid;
+  s record;
 begin
-  if not exists (select from pg_roles where rolname = role_name) then
+  select ro.oid into role_oid from pg_roles ro where ro.rolname = role_name;
+  if not found then
     raise exception 'role % does not exist', coalesce(quote_ident(role_name), 'NULL')
       using errcode = '42704';
   end if;
-  execute format('alter role %I reset recall.agent_id', role_name);
+  delete from recall.agent_bindings b
+  where b.agent_role::oid = role_oid
+     or not exists (select from pg_roles ro where ro.oid = b.agent_role::oid);
+  for s in
+    select d.datname
+    from pg_db_role_setting rs
+    left join pg_database d on d.oid = rs.setdatabase
+    where rs.setrole = role_oid
+      and rs.setdatabase in (0, (select d2.oid from pg_database d2 where d2.datname = current_database()))
+      and exists (select from unnest(rs.setconfig) as c(setting)
+                  where lower(split_part(c.setting, '=', 1)) = 'recall.agent_id')
+  loop
+    if s.datname is null then
+      execute format('alter role %I reset recall.agent_id', role_name);
+    else
+      execute format('alter role %I in database %I reset recall.agent_id', role_name, s.datname);
+    end if;
+  end loop;
 end
 $$;
 
@@ -117,7 +166,9 @@ $$;
 -- statistics target of every text, text[], jsonb and tsvector column of the row-secured
 -- tables (but role, kind and format, fixed vocabularies) to 0 and clears what ANALYZE stored;
 -- enable => false restores the default target (run ANALYZE afterwards). Needs table ownership.
--- Cost: the planner no longer knows how skewed agents are; see docs/SECURITY.md.
+-- recall.agent_bindings is left out both ways: it keeps no statistics at all, ever (set by
+-- 003-agent-bindings). Cost: the planner no longer knows how skewed agents are; see
+-- docs/SECURITY.md.
 create or replace function recall.restrict_statistics(enable boolean default true)
 returns table (table_name text, column_name text)
 language plpgsql volatile security invoker
@@ -131,6 +182,7 @@ begin
     from pg_attribute a
     join pg_class c on c.oid = a.attrelid
     where c.relnamespace = 'recall'::regnamespace and c.relkind = 'r' and c.relrowsecurity
+      and c.relname <> 'agent_bindings'
       and a.attnum > 0 and not a.attisdropped
       and a.atttypid in ('text'::regtype, 'text[]'::regtype, 'jsonb'::regtype, 'tsvector'::regtype)
       and a.attname not in ('role', 'kind', 'format')
