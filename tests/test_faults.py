@@ -454,7 +454,7 @@ def test_migrator_killed_mid_migration_leaves_schema_as_it_was(db_url, conn, tmp
     assert conn.execute("select to_regclass('recall.half_done')").fetchone()[0] is None
     assert conn.execute("select count(*) from pg_attribute where attrelid = 'recall.chunks'::regclass "
                         "and attname = 'extra'").fetchone()[0] == 0
-    assert [s.state for s in _migrate.status(conn)] == ["applied"]
+    assert {s.state for s in _migrate.status(conn)} == {"applied"}
     # the real migrations still apply cleanly afterwards
     assert _migrate.migrate(conn).applied == []
 

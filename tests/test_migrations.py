@@ -42,7 +42,7 @@ def test_rerun_is_a_noop(db_url):
 def test_dry_run_writes_nothing(empty_db_url):
     with connect(empty_db_url) as conn:
         report = _migrate.migrate(conn, dry_run=True)
-        assert report.pending == ["001-schema"] and report.applied == []
+        assert report.pending == [f.name for f in _migrate.sql_files("incremental")] and report.applied == []
         assert conn.execute("select to_regnamespace('recall')").fetchone()[0] is None
 
 
@@ -61,10 +61,11 @@ def test_concurrent_migrators_apply_once(empty_db_url):
         t.start()
     for t in threads:
         t.join(60)
+    n = len(_migrate.sql_files("incremental"))
     assert errors == []
-    assert sorted(len(r.applied) for r in reports) == [0, 0, 0, 1]
+    assert sorted(len(r.applied) for r in reports) == [0, 0, 0, n]
     with connect(empty_db_url) as conn:
-        assert conn.execute("select count(*) from recall.migrations").fetchone()[0] == 1
+        assert conn.execute("select count(*) from recall.migrations").fetchone()[0] == n
 
 
 def test_custom_dim_then_other_dim_refused(empty_db_url):
@@ -97,7 +98,8 @@ def test_edited_applied_migration_refused(db_url, sql_copy: Path):
     with connect(db_url) as conn:
         with pytest.raises(MigrationError, match="001-schema was changed after it was applied"):
             _migrate.migrate(conn)
-        assert [s.state for s in _migrate.status(conn)] == ["changed"]
+        assert {s.name: s.state for s in _migrate.status(conn)}["001-schema"] == "changed"
+        assert {s.state for s in _migrate.status(conn) if s.name != "001-schema"} <= {"applied"}
 
 
 def test_failed_migration_leaves_schema_as_it_was(db_url, sql_copy: Path):
@@ -112,7 +114,8 @@ def test_failed_migration_leaves_schema_as_it_was(db_url, sql_copy: Path):
         cols = {r[0] for r in conn.execute("select attname from pg_attribute "
                                            "where attrelid = 'recall.chunks'::regclass").fetchall()}
         assert "extra" not in cols
-        assert [s.state for s in _migrate.status(conn)] == ["applied", "pending"]
+        assert {s.name: s.state for s in _migrate.status(conn)}["002-broken"] == "pending"
+        assert {s.state for s in _migrate.status(conn) if s.name != "002-broken"} == {"applied"}
 
 
 def test_functions_reapplied_each_time(db_url, sql_copy: Path):
