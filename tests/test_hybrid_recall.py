@@ -264,3 +264,54 @@ BAD = [
 def test_bad_arguments_are_clear_errors(conn, args, message):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         recall(conn, **args)
+
+
+# ---------------------------------------------------------------- v2: the document-frequency-aware text query
+
+def text_query_v2(conn, text, agent="a1"):
+    return conn.execute("select recall._text_query_v2(%s, %s)::text", [agent, text]).fetchone()[0]
+
+
+def test_v2_text_query_drops_words_found_in_most_of_the_agents_chunks(conn):
+    for i in range(30):   # 'caroline' in all 30, 'guitar' in 3, 'painting' in 15 (half: kept)
+        words = ["caroline said"] + (["guitar"] if i < 3 else []) + (["painting"] if i % 2 else [])
+        add_chunk(conn, " ".join(words) + f" note {i}", age_days=i)
+    add_chunk(conn, "caroline", agent="a2")      # another agent's chunks do not count, nor show
+    assert text_query_v2(conn, "Did Caroline play the guitar?") == "'guitar' | 'play'"
+    assert text_query_v2(conn, "caroline painting guitar") == "'guitar' | 'paint'"
+    # v1 keeps every word, and ranks the chunks that only share the name
+    assert conn.execute("select recall._text_query('caroline guitar')::text").fetchone()[0] == "'carolin' | 'guitar'"
+    rows = recall(conn, query_text="Did Caroline play the guitar?", k=30, **ONLY_TEXT)
+    assert len(rows) == 3 and all("guitar" in r[3] for r in rows)
+    assert len(conn.execute("select * from recall.hybrid_recall_v1(agent_id => 'a1', query_text => "
+                            "'Did Caroline play the guitar?', k => 30)").fetchall()) == 30
+
+
+def test_v2_text_query_keeps_every_word_when_all_are_common_or_the_agent_is_small(conn):
+    for i in range(19):
+        add_chunk(conn, f"caroline guitar {i}")
+    assert text_query_v2(conn, "caroline guitar") == "'carolin' | 'guitar'"          # 19 < 20 chunks
+    add_chunk(conn, "caroline guitar again")
+    assert text_query_v2(conn, "caroline guitar") == "'carolin' | 'guitar'"          # every word common
+    add_chunk(conn, "something else")
+    assert text_query_v2(conn, "caroline pottery") == "'potteri'"
+    assert text_query_v2(conn, '"caroline guitar"') == "'carolin' <-> 'guitar'"       # websearch: strict
+    assert text_query_v2(conn, "caroline -guitar") == "'carolin' & !'guitar'"
+    assert text_query_v2(conn, "the of and") is None                                   # stop words only
+    assert text_query_v2(conn, None) is None
+
+
+def test_v2_text_query_estimates_on_the_newest_chunks(conn):
+    for i in range(40):       # the 15 newest say 'home', the 25 oldest 'tokyo'
+        add_chunk(conn, ("tokyo trip " if i >= 15 else "home ") + str(i), age_days=i)
+    assert text_query_v2(conn, "tokyo home") == "'home'"     # all 40 in the sample: tokyo 62% > half
+
+    def setting(key, value):
+        conn.execute("insert into recall.config (key, value) values (%s, %s) "
+                     "on conflict (key) do update set value = excluded.value", [key, value])
+
+    setting("text_df_sample", "20")                          # the newest 20: home 75%, tokyo 25%
+    assert text_query_v2(conn, "tokyo home") == "'tokyo'"
+    setting("text_df_sample", "300")
+    setting("text_common_share", "0.7")                      # now neither is common
+    assert text_query_v2(conn, "tokyo home") == "'home' | 'tokyo'"

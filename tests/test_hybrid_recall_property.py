@@ -63,13 +63,19 @@ def dataset(server_url, template_url):
     drop_database(server_url, url)
 
 
-def reference(conn, chunks, pair_cos, a):
+# the tsquery each version ranks with (recall._text_query_v2 is checked on its own in
+# tests/test_hybrid_recall.py); the reference takes it from the database
+TEXT_QUERY = {"v1": "recall._text_query(%(t)s)", "v2": "recall._text_query_v2(%(a)s, %(t)s)"}
+
+
+def reference(conn, chunks, pair_cos, a, version="v2"):
     """What hybrid_recall must return, decided in Python."""
     q_emb, q_text = a["query_embedding"], a["query_text"]
+    tsq = TEXT_QUERY[version]
     prim = {cid: {"dist": d, "match": m, "rank": r} for cid, d, m, r in conn.execute(
         "select chunk_id, case when %(e)s::vector is not null and embedding is not null then embedding <=> %(e)s::vector end, "
-        "coalesce(tsv @@ recall._text_query(%(t)s), false), ts_rank_cd(tsv, recall._text_query(%(t)s), 1) "
-        "from recall.chunks", {"e": q_emb, "t": q_text}).fetchall()}
+        f"coalesce(tsv @@ {tsq}, false), ts_rank_cd(tsv, {tsq}, 1) "
+        "from recall.chunks", {"e": q_emb, "t": q_text, "a": a["agent_id"]}).fetchall()}
 
     def passes(c):
         return (c["agent"] == a["agent_id"]
@@ -141,14 +147,15 @@ def random_args(rng, base):
     }
 
 
-@pytest.mark.parametrize("seed", range(300))
-def test_matches_reference(dataset, seed):
+@pytest.mark.parametrize("function,seed", [("hybrid_recall", s) for s in range(300)]
+                         + [("hybrid_recall_v1", s) for s in range(100)])
+def test_matches_reference(dataset, function, seed):
     conn, chunks, pair_cos, base = dataset
     rng = random.Random(seed)
     a = random_args(rng, base)
     names = ", ".join(f"{k} => %({k})s" for k in a)
-    got = conn.execute(f"select chunk_id, score, cumulative_tokens from recall.hybrid_recall({names})", a).fetchall()
-    want = reference(conn, chunks, pair_cos, a)
+    got = conn.execute(f"select chunk_id, score, cumulative_tokens from recall.{function}({names})", a).fetchall()
+    want = reference(conn, chunks, pair_cos, a, "v1" if function.endswith("_v1") else "v2")
     assert [g[0] for g in got] == [w[0] for w in want]
     assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-6, abs=1e-7)
     assert [g[2] for g in got] == [w[2] for w in want]

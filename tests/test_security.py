@@ -30,8 +30,9 @@ AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
 DIM = 384
 SECRET = "hunter2-secret-of-b"
 PASSWORD = "pw-for-tests"
-PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "session_recall", "session_recall_v1",
-                    "auto_context", "auto_context_v1", "summarize_sessions"}
+PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "session_recall",
+                    "session_recall_v1", "session_recall_v2", "auto_context", "auto_context_v1",
+                    "auto_context_v2", "summarize_sessions"}
 ROW_TABLES = {"sessions", "messages", "chunks", "source_files"}
 
 

@@ -5,6 +5,19 @@
 -- hash is pinned in sql/frozen.txt); a new behaviour is a new version (_v2), and the stable
 -- name recall.hybrid_recall moves to it.
 
+-- _similarity: cosine similarity of a stored chunk embedding and a query embedding; NULL when
+-- either is missing or all zeros (cosine undefined: pgvector's <=> gives NaN, and a NaN score
+-- would sort before every real one)
+create or replace function recall._similarity(chunk_embedding vector, query_embedding vector)
+returns float8
+language sql immutable parallel safe
+set search_path to pg_catalog, public, pg_temp
+as $$
+  select case when chunk_embedding is null or query_embedding is null then null
+              when vector_norm(chunk_embedding) = 0 or vector_norm(query_embedding) = 0 then null
+              else 1 - (chunk_embedding <=> query_embedding) end
+$$;
+
 -- _text_query: the tsquery of a query text. Plain questions match any of their words (OR:
 -- an agent's question rarely repeats every word of the answer); a query that uses websearch
 -- operators ("quoted phrase", -word) is taken strictly, as websearch_to_tsquery reads it.
@@ -108,8 +121,9 @@ $$;
 -- _finish: the last step of every recall function. Given candidates and their scores:
 -- order them (score desc, then newer first, then higher chunk_id), drop near-duplicates among
 -- the best max(4k, 40) (a chunk goes when a better one has the same text, or an embedding
--- within dedup_similarity cosine), keep at most k, and stop at the first row whose running
--- token total (cumulative_tokens) would exceed token_budget.
+-- within dedup_similarity cosine; an all-zero embedding is near nothing: its cosine is
+-- undefined, and NaN >= x is true in PostgreSQL), keep at most k, and stop at the first row
+-- whose running token total (cumulative_tokens) would exceed token_budget.
 create or replace function recall._finish(
   p_ids bigint[], p_scores double precision[], p_k int, p_budget int, p_dedup double precision)
 returns table (chunk_id bigint, score double precision, pos bigint, cumulative_tokens bigint)
@@ -138,8 +152,7 @@ as $$
       select from top b
       where b.pos < t.pos
         and (b.content = t.content
-             or (p_dedup <= 1 and b.embedding is not null and t.embedding is not null
-                 and 1 - (b.embedding <=> t.embedding) >= p_dedup)))
+             or (p_dedup <= 1 and recall._similarity(b.embedding, t.embedding) >= p_dedup)))
   ),
   -- running token total in the final order
   budgeted as (
@@ -294,7 +307,223 @@ Order: score desc, created_at desc, chunk_id desc. cumulative_tokens = running s
 in that order; with token_budget, rows stop at the first that would exceed it. At most k rows.
 $c$;
 
--- hybrid_recall: the stable name; today it is v1
+-- _recency: 0.5 ^ (age / half_life), age in seconds clamped at 0. Exactly 0 past 1000
+-- half-lives (0.5^1000 ~ 1e-301): power() would raise 'value out of range: underflow' past
+-- ~1075 (a 45-day-old chunk with half_life '1 hour', a year-1 timestamp with 30 days). An
+-- infinite half_life means no decay: 1.
+create or replace function recall._recency(age_seconds float8, half_life_seconds float8)
+returns float8
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select case when half_life_seconds = 'Infinity' then 1::float8   -- no decay, even at an infinite age
+              when greatest(age_seconds, 0) / half_life_seconds > 1000 then 0::float8
+              else power(0.5::float8, greatest(age_seconds, 0) / half_life_seconds) end
+$$;
+
+-- _text_query_v2: the tsquery of a query for one agent's chunks. Like _text_query (the words
+-- OR-ed; websearch operators taken strictly), but a plain question loses the words that occur
+-- in more than recall.config text_common_share (0.5) of the agent's chunks, estimated on its
+-- newest text_df_sample (300) chunks: ts_rank_cd has no inverse document frequency, so a word
+-- found nearly everywhere (in a chat, the two speakers' names) would reward every chunk and
+-- crowd out the words that tell chunks apart (LoCoMo recall@10 +0.06, docs/BENCHMARKS.md).
+-- When every word is that common, or the agent has fewer than 20 chunks, nothing is dropped.
+create or replace function recall._text_query_v2(p_agent_id text, query_text text)
+returns tsquery
+language sql stable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  with
+  conf as (
+    select coalesce(max(value::float8) filter (where key = 'text_common_share'), 0.5) as common_share,
+           coalesce(max(value::int) filter (where key = 'text_df_sample'), 300) as sample_size
+    from recall.config
+    where key in ('text_common_share', 'text_df_sample')
+  ),
+  words as (
+    select distinct w.lexeme, quote_literal(w.lexeme)::tsquery as q
+    from unnest(to_tsvector('english', query_text)) w
+    where query_text is not null and query_text !~ '"|(^|\s)-\w'
+  ),
+  -- the agent's newest chunks: the B-tree (agent_id, created_at) gives them in order
+  sample as (
+    select c.tsv
+    from recall.chunks c
+    where c.agent_id = p_agent_id and exists (select from words)
+    order by c.created_at desc
+    limit (select sample_size from conf)
+  ),
+  share as (
+    select w.lexeme,
+           (select count(*) from sample s where s.tsv @@ w.q)::float8
+             / greatest((select count(*) from sample), 1) as share
+    from words w
+  ),
+  kept as (
+    select string_agg(quote_literal(s.lexeme), ' | ' order by s.lexeme)::tsquery as tsq
+    from share s, conf
+    where s.share <= conf.common_share
+  )
+  select case
+    when (select count(*) from sample) < 20 or (select tsq from kept) is null
+      then recall._text_query(query_text)
+    else (select tsq from kept)
+  end
+$$;
+
+-- hybrid_recall_v2: see the COMMENT below for the contract
+create or replace function recall.hybrid_recall_v2(
+  agent_id           text,
+  query_text         text        default null,
+  query_embedding    vector      default null,
+  k                  int         default 10,
+  token_budget       int         default null,
+  exclude_session_id text        default null,
+  min_similarity     float8       default null,
+  filter             jsonb       default null,
+  kinds              text[]      default null,
+  since              timestamptz default null,
+  until              timestamptz default null,
+  vector_weight      float8       default 0.5,
+  text_weight        float8       default 0.5,
+  recency_weight     float8       default 0.025,
+  importance_weight  float8       default 0.05,
+  half_life          interval    default '30 days',
+  candidates         int         default 100,
+  as_of              timestamptz default null,
+  dedup_similarity   float8       default 0.95)
+returns table (
+  chunk_id          bigint,
+  session_id        text,
+  kind              text,
+  content           text,
+  created_at        timestamptz,
+  score             double precision,
+  similarity        double precision,
+  text_rank         double precision,
+  recency           double precision,
+  importance        double precision,
+  n_tokens          int,
+  cumulative_tokens bigint,
+  metadata          jsonb,
+  message_ids       bigint[])
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  tsq tsquery;
+  now_ts timestamptz := coalesce(hybrid_recall_v2.as_of, now());
+  half_life_s float8;
+begin
+  perform recall._check_recall_args(
+    hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text, hybrid_recall_v2.query_embedding,
+    hybrid_recall_v2.k, hybrid_recall_v2.token_budget, hybrid_recall_v2.min_similarity,
+    hybrid_recall_v2.filter, hybrid_recall_v2.since, hybrid_recall_v2.until,
+    array[hybrid_recall_v2.vector_weight, hybrid_recall_v2.text_weight,
+          hybrid_recall_v2.recency_weight, hybrid_recall_v2.importance_weight],
+    hybrid_recall_v2.half_life, hybrid_recall_v2.candidates);
+  if hybrid_recall_v2.dedup_similarity is null or hybrid_recall_v2.dedup_similarity = 'NaN' then
+    raise exception 'dedup_similarity must be a number (above 1 turns de-duplication off), got %',
+      coalesce(hybrid_recall_v2.dedup_similarity::text, 'NULL') using errcode = '22023';
+  end if;
+  half_life_s := extract(epoch from hybrid_recall_v2.half_life);
+  tsq := recall._text_query_v2(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text);
+
+  return query
+  with
+  -- candidates from the vector index: nearest by cosine distance
+  by_vector as (
+    select v.chunk_id, v.distance
+    from recall._vector_arm(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_embedding,
+                            hybrid_recall_v2.candidates, hybrid_recall_v2.exclude_session_id,
+                            hybrid_recall_v2.filter, hybrid_recall_v2.kinds,
+                            hybrid_recall_v2.since, hybrid_recall_v2.until) v
+    where hybrid_recall_v2.query_embedding is not null
+  ),
+  -- candidates from the full-text index: best ts_rank_cd
+  by_text as (
+    select t.chunk_id, t.rank
+    from recall._text_arm(hybrid_recall_v2.agent_id, tsq, hybrid_recall_v2.candidates,
+                          hybrid_recall_v2.exclude_session_id, hybrid_recall_v2.filter,
+                          hybrid_recall_v2.kinds, hybrid_recall_v2.since, hybrid_recall_v2.until) t
+  ),
+  -- each candidate once, with its four components
+  components as (
+    select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, c.n_tokens, c.metadata,
+           c.message_ids,
+           recall._similarity(c.embedding, hybrid_recall_v2.query_embedding) as similarity,
+           -- text_rank = r / (r + 0.1), r = ts_rank_cd(tsv, query, 1): 0 without a match, -> 1
+           case when tsq is not null and c.tsv @@ tsq
+                then ts_rank_cd(c.tsv, tsq, 1) / (ts_rank_cd(c.tsv, tsq, 1) + 0.1)
+                else 0 end::double precision as text_rank,
+           recall._recency(extract(epoch from now_ts - c.created_at)::float8, half_life_s) as recency,
+           c.importance::double precision as importance
+    from recall.chunks c
+    where c.chunk_id = any ((select array_agg(chunk_id) from by_vector)
+                            || (select array_agg(chunk_id) from by_text))
+  ),
+  -- the weighted sum; a chunk below min_similarity is dropped
+  scored as (
+    select x.*,
+           hybrid_recall_v2.vector_weight * coalesce(x.similarity, 0)
+           + hybrid_recall_v2.text_weight * x.text_rank
+           + hybrid_recall_v2.recency_weight * x.recency
+           + hybrid_recall_v2.importance_weight * x.importance as score
+    from components x
+    where hybrid_recall_v2.min_similarity is null or x.similarity is null
+       or x.similarity >= hybrid_recall_v2.min_similarity
+  ),
+  -- order, near-duplicate removal, k and the token budget: one shared step
+  finished as (
+    select f.*
+    from recall._finish((select array_agg(x.chunk_id) from scored x),
+                        (select array_agg(x.score) from scored x),
+                        hybrid_recall_v2.k, hybrid_recall_v2.token_budget,
+                        hybrid_recall_v2.dedup_similarity) f
+  )
+  select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, x.score, x.similarity,
+         x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
+         x.message_ids
+  from finished f
+  join scored x on x.chunk_id = f.chunk_id
+  order by f.pos;
+end
+$$;
+
+comment on function recall.hybrid_recall_v2 is $c$
+hybrid_recall v2 (frozen from its release): one agent's chunks ranked for a query.
+Candidates: the top `candidates` chunks by cosine distance (exact scan for agents up to
+recall.config exact_scan_max_rows chunks, else the ANN index with iterative scan) and the top
+`candidates` by full-text rank; every filter (agent, exclude_session_id, filter @> metadata,
+kinds, since <= created_at < until) applies inside both arms.
+Components, each in [0, 1] (similarity in [-1, 1]):
+  similarity = 1 - cosine distance (NULL without an embedding on either side, or when
+               either is all zeros: cosine is undefined there)
+  text_rank  = r / (r + 0.1), r = ts_rank_cd(tsv, q, 1); q = the query's words OR-ed, less
+               the words found in more than half of the agent's chunks (estimated on its
+               newest 300; recall._text_query_v2), or websearch_to_tsquery when the text uses
+               "phrases" or -exclusions; 0 = no match
+  recency    = 0.5 ^ (age / half_life), age = as_of (default now()) - created_at, >= 0;
+               exactly 0 past 1000 half-lives
+  importance = the chunk's importance
+score = vector_weight*similarity + text_weight*text_rank + recency_weight*recency
+        + importance_weight*importance (a missing component counts 0).
+Defaults, chosen on the LoCoMo development split (docs/BENCHMARKS.md): vector 0.5, text 0.5
+(equal weights were best: text-only and dense-only are each ~0.6 recall@10, together more),
+recency 0.025 with half_life 30 days (more recency cost recall there; this much did not),
+importance 0.05; candidates 100 per arm (20 to 200 made no difference).
+Rows with similarity < min_similarity are dropped. Among the best max(4k, 40), a row whose text
+equals, or whose embedding is within dedup_similarity cosine of, a better row is dropped.
+Order: score desc, created_at desc, chunk_id desc. cumulative_tokens = running sum of n_tokens
+in that order; with token_budget, rows stop at the first that would exceed it. At most k rows.
+Changes from v1: the document-frequency-aware text query (LoCoMo recall@10 0.762 -> 0.804,
+session_recall@5 0.743 -> 0.787, docs/BENCHMARKS.md); recency never raises an underflow error
+(v1 failed for chunks older than ~1075 half-lives); all-zero embeddings have similarity NULL
+(v1: NaN, which sorted first); dedup_similarity NaN or NULL is refused.
+$c$;
+
+-- hybrid_recall: the stable name; today it is v2
 create or replace function recall.hybrid_recall(
   agent_id           text,
   query_text         text        default null,
@@ -323,13 +552,13 @@ returns table (
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.hybrid_recall_v1(
+  select * from recall.hybrid_recall_v2(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
     importance_weight, half_life, candidates, as_of, dedup_similarity)
 $$;
 
 comment on function recall.hybrid_recall is
-  'The stable name of hybrid recall; calls recall.hybrid_recall_v1 (see its comment).';
+  'The stable name of hybrid recall; calls recall.hybrid_recall_v2 (see its comment).';
 
 grant execute on all functions in schema recall to recall_agent, recall_admin;
