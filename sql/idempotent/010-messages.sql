@@ -5,7 +5,8 @@
 -- COPY, the Python importers) is validated, numbered, de-duplicated and chunked here, so
 -- every language gets the same memory.
 
--- _check_message: one sentence per bad input, raised with SQLSTATE 23514 (check_violation)
+-- _check_message: one sentence per bad input, raised with SQLSTATE 23514 (check_violation).
+-- _message_before_insert repeats these checks inline: keep the two the same.
 create or replace function recall._check_message(m recall.messages)
 returns void
 language plpgsql immutable
@@ -36,7 +37,8 @@ end
 $$;
 
 -- _message_before_insert: validate, fill agent_id / seq / external_id, skip a re-insert.
--- One query per row (this runs for every message of a bulk COPY).
+-- One query per row (this runs for every message of a bulk COPY). The checks are those of
+-- _check_message, written out: calling it cost ~10 us per message.
 create or replace function recall._message_before_insert()
 returns trigger
 language plpgsql volatile security invoker
@@ -48,7 +50,26 @@ declare
   duplicate     boolean;
   existing      recall.messages;
 begin
-  perform recall._check_message(new);
+  if new.role is null or new.role not in ('user', 'assistant', 'system', 'tool') then
+    raise exception 'unknown role %: expected one of user, assistant, system, tool',
+      coalesce(quote_literal(new.role), 'NULL') using errcode = '23514';
+  end if;
+  if new.kind is null or new.kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
+    raise exception 'unknown kind %: expected one of text, thinking, tool_call, tool_result',
+      coalesce(quote_literal(new.kind), 'NULL') using errcode = '23514';
+  end if;
+  if new.content is null or btrim(new.content, E' \t\r\n') = '' then
+    raise exception 'empty content: a message needs text (session %)', new.session_id
+      using errcode = '23514';
+  end if;
+  if new.importance is null or new.importance < 0 or new.importance > 1 or new.importance = 'NaN' then
+    raise exception 'importance must be between 0 and 1, got %', coalesce(new.importance::text, 'NULL')
+      using errcode = '23514';
+  end if;
+  if new.metadata is not null and jsonb_typeof(new.metadata) <> 'object' then
+    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(new.metadata)
+      using errcode = '23514';
+  end if;
   new.metadata := coalesce(new.metadata, '{}');
   -- without an id from the source, a message is identified by what it says and when
   new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
@@ -149,20 +170,22 @@ begin
     return next;
     return;
   end if;
-  return query
+  -- planned at each call with the text's own numbers (EXECUTE): a generic plan, which a caller's
+  -- plan_cache_mode may impose on a static query, joins the pieces by nested loop: quadratic
+  return query execute $q$
   with
-  -- where the windows start: every max_chars - overlap_chars characters, the last one before
-  -- the final overlap_chars characters (at least one window, even for an empty text)
+  -- where the windows start: every max_chars - overlap_chars characters, the last one
+  -- before the final overlap_chars characters (at least one window, even for an empty text)
   starts as (
     select w.start
-    from generate_series(0, greatest(char_length(body) - overlap_chars - 1, 0),
-                         max_chars - overlap_chars) as w(start)
+    from generate_series(0, greatest(char_length($1) - $3 - 1, 0),
+                         $2 - $3) as w(start)
   ),
   -- the text cut once, left to right, into pieces of 250 characters: piece i holds characters
   -- 250 i .. 250 i + 249 (250: a regular expression repeats at most 255 times)
   pieces as (
     select (p.i - 1)::int as i, p.m[1] as piece
-    from regexp_matches(body, '.{1,250}', 'g') with ordinality as p(m, i)
+    from regexp_matches($1, '.{1,250}', 'g') with ordinality as p(m, i)
   ),
   -- each window's pieces glued together: from the piece of its first character to the piece
   -- of its last (or the text's last), a short text that holds the window
@@ -170,23 +193,24 @@ begin
     select s.start, string_agg(p.piece, '' order by p.i) as text
     from starts s
     cross join lateral generate_series(s.start / 250,
-                                       least((s.start::bigint + max_chars - 1) / 250,
-                                             (char_length(body) - 1) / 250)) as k(i)
+                                       least((s.start::bigint + $2 - 1) / 250,
+                                             (char_length($1) - 1) / 250)) as k(i)
     join pieces p on p.i = k.i
     group by s.start
   )
   -- the window cut out of its pieces
-  select (s.start / (max_chars - overlap_chars))::int,
-         case when body is not null
-              then substr(coalesce(x.text, ''), s.start % 250 + 1, max_chars) end
+  select (s.start / ($2 - $3))::int,
+         case when $1 is not null
+              then substr(coalesce(x.text, ''), s.start % 250 + 1, $2) end
   from starts s
   left join spans x on x.start = s.start
-  order by s.start;
+  order by s.start
+  $q$ using body, max_chars, overlap_chars;
 end
 $$;
 
 -- _speaker: who said a message, as a chunk labels it: metadata.speaker (a person's name in a
--- chat or Discord import) or else the role
+-- chat or Discord import) or else the role. _rechunk writes the same expression out.
 create or replace function recall._speaker(role text, metadata jsonb)
 returns text
 language sql immutable parallel safe
@@ -195,7 +219,8 @@ as $$
   select coalesce(nullif(btrim(metadata->>'speaker'), ''), initcap(role))
 $$;
 
--- _estimate_tokens: about four characters a token, until the embedder records the exact count
+-- _estimate_tokens: about four characters a token, until the embedder records the exact count.
+-- _rechunk writes the same expression out.
 create or replace function recall._estimate_tokens(body text)
 returns int
 language sql immutable parallel safe
@@ -219,10 +244,15 @@ $$;
 --              recall.config window_messages (4) every window_stride (2), instead of
 --              turn_pair and message chunks
 -- Text longer than chunk_max_chars becomes several windows (part 0, 1, ...) that overlap.
+--
+-- The plan is generic (planned once per connection): a custom plan for each call's arrays cost
+-- 3-10 ms of planning, more than running it for a few messages. Its shape does not depend on
+-- the arrays' contents: the affected sessions' messages by index.
 create or replace function recall._rechunk(session_ids text[], from_seqs int[])
 returns bigint
 language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
+set plan_cache_mode to force_generic_plan
 as $$
 declare
   changed bigint;
@@ -231,7 +261,9 @@ declare
   win_after int := win_size - 1;
 begin
   -- plpgsql, not sql: the plan of this statement is cached for the session (planning it
-  -- costs milliseconds, more than running it for one message)
+  -- costs milliseconds, more than running it for one message); generic, see above
+  -- recall._speaker and recall._estimate_tokens are written out here (a call per chunk cost
+  -- ~10 us: functions with a pinned search_path are never inlined); keep them the same
   with
   -- settings recorded at install
   conf as (
@@ -275,7 +307,7 @@ begin
   windows as (
     select x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at, x.metadata,
            array_agg(x.message_id) over f as message_ids,
-           string_agg(recall._speaker(x.role, x.metadata) || ': ' || x.content, E'\n\n') over f as body,
+           string_agg(coalesce(nullif(btrim(x.metadata->>'speaker'), ''), initcap(x.role)) || ': ' || x.content, E'\n\n') over f as body,
            max(x.importance) over f as importance
     from msgs x
     where x.windowed and x.kind = 'text'
@@ -315,8 +347,8 @@ begin
     -- turn pairs, anchored at the question
     select a.session_id, 'turn_pair'::text as kind, a.turn_seq as first_seq,
            array[a.q_id, a.message_id] as message_ids,
-           recall._speaker(a.q_role, a.q_metadata) || ': ' || a.q_content || E'\n\n'
-             || recall._speaker(a.role, a.metadata) || ': ' || a.content as body,
+           coalesce(nullif(btrim(a.q_metadata->>'speaker'), ''), initcap(a.q_role)) || ': ' || a.q_content || E'\n\n'
+             || coalesce(nullif(btrim(a.metadata->>'speaker'), ''), initcap(a.role)) || ': ' || a.content as body,
            a.q_created_at as created_at, greatest(a.q_importance, a.importance) as importance,
            a.q_metadata || a.metadata as metadata
     from tools a
@@ -331,7 +363,7 @@ begin
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
-           recall._speaker(m.role, m.metadata) || ': ' || m.content, m.created_at, m.importance, m.metadata
+           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata
     from tools m
     where m.kind = 'text' and not m.windowed
       and not (m.answer_seq is not null
@@ -395,7 +427,7 @@ begin
   -- the row each chunk gets: agent and session facts folded into its metadata for filtering
   rows_ as (
     select s.agent_id, d.session_id, d.kind, d.first_seq, d.part, d.message_ids, d.content,
-           recall._estimate_tokens(d.content) as n_tokens, d.created_at, d.importance,
+           greatest(1, ceil(char_length(d.content) / 4.0))::int as n_tokens, d.created_at, d.importance,
            s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
              || d.metadata as metadata
     from derived d
@@ -541,11 +573,17 @@ returns trigger
 language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+  changed text[];
 begin
-  perform recall._rechunk(array_agg(n.session_id), array_agg(-2147483648))
+  select array_agg(n.session_id) into changed
   from new_rows n
   join old_rows o using (session_id)
   where (n.project, n.branch, n.metadata) is distinct from (o.project, o.branch, o.metadata);
+  -- most updates (an upsert of a session that is already there) change none of these
+  if changed is not null then
+    perform recall._rechunk(changed, array_fill(-2147483648, array[cardinality(changed)]));
+  end if;
   return null;
 end
 $$;
