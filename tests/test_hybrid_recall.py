@@ -315,3 +315,40 @@ def test_v2_text_query_estimates_on_the_newest_chunks(conn):
     setting("text_df_sample", "300")
     setting("text_common_share", "0.7")                      # now neither is common
     assert text_query_v2(conn, "tokyo home") == "'home' | 'tokyo'"
+
+
+def text_plan(conn, text, agent="a1"):
+    return conn.execute("select rank_q::text, match_q::text from recall._text_plan(%s, %s)",
+                        [agent, text]).fetchone()
+
+
+def set_config(conn, key, value):
+    conn.execute("insert into recall.config (key, value) values (%s, %s) "
+                 "on conflict (key) do update set value = excluded.value", [key, value])
+
+
+def test_v2_text_arm_matches_only_the_rarer_words_of_a_large_agent(conn):
+    for i in range(30):   # 'guitar' in 3 chunks, 'painting' in 10, 'caroline' in all
+        words = ["caroline"] + (["guitar"] if i < 3 else []) + (["painting"] if i % 3 == 0 else [])
+        add_chunk(conn, " ".join(words) + f" note {i}", age_days=i)
+    assert text_plan(conn, "guitar painting") == ("'guitar' | 'paint'", "'guitar' | 'paint'")
+    set_config(conn, "text_match_max_rows", "5")       # 10 'painting' chunks are too many to rank
+    assert text_plan(conn, "guitar painting") == ("'guitar' | 'paint'", "'guitar'")
+    rows = recall(conn, query_text="guitar painting", k=30, **ONLY_TEXT)
+    assert len(rows) == 3 and all("guitar" in r[3] for r in rows)   # painting-only chunks: no candidates
+    assert {r[7] > 0 for r in rows} == {True}
+    # ranked with both words: a chunk holding both comes first
+    assert "painting" in rows[0][3]
+    set_config(conn, "text_match_max_rows", "1")       # none qualifies: the rarest word alone
+    assert text_plan(conn, "guitar painting") == ("'guitar' | 'paint'", "'guitar'")
+
+
+def test_v2_text_plan_extrapolates_the_agents_size_from_the_samples_time_span(conn):
+    for i in range(40):   # one chunk a day; 'tokyo' in every fourth, 'kyoto' in every tenth
+        add_chunk(conn, ("tokyo " if i % 4 == 0 else "") + ("kyoto " if i % 10 == 0 else "") + f"day {i}",
+                  age_days=i)
+    set_config(conn, "text_df_sample", "20")           # the newest 20 span 19 days, the agent 39
+    set_config(conn, "text_match_max_rows", "9")       # ~41 chunks: tokyo 5/20 -> 10.3 > 9, kyoto 2/20 -> 4.1
+    assert text_plan(conn, "tokyo kyoto") == ("'kyoto' | 'tokyo'", "'kyoto'")
+    set_config(conn, "text_match_max_rows", "11")      # (taken as 20 chunks, tokyo would be 5: matched here too)
+    assert text_plan(conn, "tokyo kyoto") == ("'kyoto' | 'tokyo'", "'kyoto' | 'tokyo'")

@@ -321,24 +321,37 @@ as $$
               else power(0.5::float8, greatest(age_seconds, 0) / half_life_seconds) end
 $$;
 
--- _text_query_v2: the tsquery of a query for one agent's chunks. Like _text_query (the words
--- OR-ed; websearch operators taken strictly), but a plain question loses the words that occur
--- in more than recall.config text_common_share (0.5) of the agent's chunks, estimated on its
--- newest text_df_sample (300) chunks: ts_rank_cd has no inverse document frequency, so a word
--- found nearly everywhere (in a chat, the two speakers' names) would reward every chunk and
--- crowd out the words that tell chunks apart (LoCoMo recall@10 +0.06, docs/BENCHMARKS.md).
--- When every word is that common, or the agent has fewer than 20 chunks, nothing is dropped.
-create or replace function recall._text_query_v2(p_agent_id text, query_text text)
-returns tsquery
+-- _text_plan: how hybrid_recall_v2 searches one agent's chunks for a query text: rank_q, the
+-- tsquery that scores text_rank, and match_q, the tsquery whose matches the text arm ranks.
+--
+-- rank_q: like _text_query (the words OR-ed; websearch operators taken strictly), but a plain
+-- question loses the words that occur in more than recall.config text_common_share (0.5) of
+-- the agent's chunks, estimated on its newest text_df_sample (100) chunks: ts_rank_cd has no
+-- inverse document frequency, so a word found nearly everywhere (in a chat, the two speakers'
+-- names) rewards every chunk and crowds out the words that tell chunks apart (LoCoMo
+-- recall@10 +0.04, docs/BENCHMARKS.md). When every word is that common, or the agent has
+-- fewer than 20 chunks, nothing is dropped.
+--
+-- match_q: the words of rank_q expected in at most text_match_max_rows (5000) of the agent's
+-- chunks (share in the sample x the agent's estimated size), or, when there is none, the
+-- rarest one: ts_rank_cd costs ~12 us a chunk, and a 120,000-chunk agent may have 50,000
+-- chunks holding one mid-frequency word. A chunk holding only such common words is then no
+-- text candidate (it can still come by the vector arm, and is scored with rank_q). The
+-- agent's size is estimated from the sample's time span against the agent's oldest chunk
+-- (one B-tree probe; no count): the sample is the whole agent when it is not full.
+-- A websearch query is matched and ranked as written.
+create or replace function recall._text_plan(p_agent_id text, query_text text,
+                                             out rank_q tsquery, out match_q tsquery)
 language sql stable parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
   with
   conf as (
     select coalesce(max(value::float8) filter (where key = 'text_common_share'), 0.5) as common_share,
-           coalesce(max(value::int) filter (where key = 'text_df_sample'), 300) as sample_size
+           coalesce(max(value::int) filter (where key = 'text_df_sample'), 100) as sample_size,
+           coalesce(max(value::float8) filter (where key = 'text_match_max_rows'), 5000) as match_max
     from recall.config
-    where key in ('text_common_share', 'text_df_sample')
+    where key in ('text_common_share', 'text_df_sample', 'text_match_max_rows')
   ),
   words as (
     select distinct w.lexeme, quote_literal(w.lexeme)::tsquery as q
@@ -347,28 +360,82 @@ as $$
   ),
   -- the agent's newest chunks: the B-tree (agent_id, created_at) gives them in order
   sample as (
-    select c.tsv
+    select strip(c.tsv) as tsv, c.created_at
     from recall.chunks c
     where c.agent_id = p_agent_id and exists (select from words)
     order by c.created_at desc
     limit (select sample_size from conf)
   ),
+  sampled as (
+    select count(*) as n, min(created_at) as oldest_sampled, max(created_at) as newest
+    from sample
+  ),
+  -- the agent's size: the sample itself when it is not full, else extrapolated over time
+  size_ as (
+    select case
+      when s.n < conf.sample_size then s.n::float8
+      else s.n * greatest(1, extract(epoch from s.newest - (select min(c.created_at) from recall.chunks c
+                                                             where c.agent_id = p_agent_id))
+                             / greatest(extract(epoch from s.newest - s.oldest_sampled), 1))::float8
+    end as n
+    from sampled s, conf
+  ),
   share as (
     select w.lexeme,
-           (select count(*) from sample s where s.tsv @@ w.q)::float8
-             / greatest((select count(*) from sample), 1) as share
-    from words w
+           (select count(*) from sample s where s.tsv @@ w.q)::float8 / greatest(sampled.n, 1) as share
+    from words w, sampled
   ),
   kept as (
-    select string_agg(quote_literal(s.lexeme), ' | ' order by s.lexeme)::tsquery as tsq
-    from share s, conf
+    select s.lexeme, s.share, s.share * size_.n <= conf.match_max as matchable,
+           row_number() over (order by s.share, s.lexeme) as rarity
+    from share s, conf, size_
     where s.share <= conf.common_share
+  ),
+  plan as (
+    select string_agg(quote_literal(lexeme), ' | ' order by lexeme)::tsquery as rank_q,
+           coalesce(string_agg(quote_literal(lexeme), ' | ' order by lexeme) filter (where matchable),
+                    max(quote_literal(lexeme)) filter (where rarity = 1))::tsquery as match_q
+    from kept
+  ),
+  -- too few chunks to tell, or every word is common: every word, as _text_query makes it
+  fallback as (
+    select (select n from sampled) < 20 or (select rank_q from plan) is null as yes
   )
-  select case
-    when (select count(*) from sample) < 20 or (select tsq from kept) is null
-      then recall._text_query(query_text)
-    else (select tsq from kept)
-  end
+  select case when f.yes then recall._text_query(query_text) else p.rank_q end,
+         case when f.yes then recall._text_query(query_text) else p.match_q end
+  from plan p, fallback f
+$$;
+
+-- _text_query_v2: the tsquery hybrid_recall_v2 scores text_rank with (see _text_plan)
+create or replace function recall._text_query_v2(p_agent_id text, query_text text)
+returns tsquery
+language sql stable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select rank_q from recall._text_plan(p_agent_id, query_text)
+$$;
+
+-- _text_arm_v2: the top n chunks of one agent by full-text rank under rank_q, among those
+-- matching match_q (GIN index on tsv)
+create or replace function recall._text_arm_v2(
+  p_agent_id text, p_match tsquery, p_rank tsquery, p_n int, p_exclude_session_id text,
+  p_filter jsonb, p_kinds text[], p_since timestamptz, p_until timestamptz)
+returns table (chunk_id bigint, rank real)
+language sql stable rows 100
+set search_path to pg_catalog, pg_temp
+as $$
+  select c.chunk_id, ts_rank_cd(c.tsv, p_rank, 1) as rank
+  from recall.chunks c
+  where p_match is not null
+    and c.tsv @@ p_match
+    and c.agent_id = p_agent_id
+    and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+    and (p_filter is null or c.metadata @> p_filter)
+    and (p_kinds is null or c.kind = any (p_kinds))
+    and (p_since is null or c.created_at >= p_since)
+    and (p_until is null or c.created_at < p_until)
+  order by 2 desc, c.chunk_id
+  limit p_n
 $$;
 
 -- hybrid_recall_v2: see the COMMENT below for the contract
@@ -413,6 +480,7 @@ as $$
 #variable_conflict use_column
 declare
   tsq tsquery;
+  match_q tsquery;
   now_ts timestamptz := coalesce(hybrid_recall_v2.as_of, now());
   half_life_s float8;
 begin
@@ -428,7 +496,8 @@ begin
       coalesce(hybrid_recall_v2.dedup_similarity::text, 'NULL') using errcode = '22023';
   end if;
   half_life_s := extract(epoch from hybrid_recall_v2.half_life);
-  tsq := recall._text_query_v2(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text);
+  select p.rank_q, p.match_q into tsq, match_q
+  from recall._text_plan(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text) p;
 
   return query
   with
@@ -444,9 +513,9 @@ begin
   -- candidates from the full-text index: best ts_rank_cd
   by_text as (
     select t.chunk_id, t.rank
-    from recall._text_arm(hybrid_recall_v2.agent_id, tsq, hybrid_recall_v2.candidates,
-                          hybrid_recall_v2.exclude_session_id, hybrid_recall_v2.filter,
-                          hybrid_recall_v2.kinds, hybrid_recall_v2.since, hybrid_recall_v2.until) t
+    from recall._text_arm_v2(hybrid_recall_v2.agent_id, match_q, tsq, hybrid_recall_v2.candidates,
+                             hybrid_recall_v2.exclude_session_id, hybrid_recall_v2.filter,
+                             hybrid_recall_v2.kinds, hybrid_recall_v2.since, hybrid_recall_v2.until) t
   ),
   -- each candidate once, with its four components
   components as (
@@ -494,15 +563,17 @@ $$;
 comment on function recall.hybrid_recall_v2 is $c$
 hybrid_recall v2 (frozen from its release): one agent's chunks ranked for a query.
 Candidates: the top `candidates` chunks by cosine distance (exact scan for agents up to
-recall.config exact_scan_max_rows chunks, else the ANN index with iterative scan) and the top
-`candidates` by full-text rank; every filter (agent, exclude_session_id, filter @> metadata,
+recall.config exact_scan_max_rows chunks, else the agent's own ANN index or the table's with
+iterative scan) and the top `candidates` by full-text rank among the chunks holding one of
+the query's rarer words (those expected in at most text_match_max_rows = 5000 of the agent's
+chunks, else the rarest; recall._text_plan); every filter (agent, exclude_session_id, filter @> metadata,
 kinds, since <= created_at < until) applies inside both arms.
 Components, each in [0, 1] (similarity in [-1, 1]):
   similarity = 1 - cosine distance (NULL without an embedding on either side, or when
                either is all zeros: cosine is undefined there)
   text_rank  = r / (r + 0.1), r = ts_rank_cd(tsv, q, 1); q = the query's words OR-ed, less
                the words found in more than half of the agent's chunks (estimated on its
-               newest 300; recall._text_query_v2), or websearch_to_tsquery when the text uses
+               newest 100; recall._text_plan), or websearch_to_tsquery when the text uses
                "phrases" or -exclusions; 0 = no match
   recency    = 0.5 ^ (age / half_life), age = as_of (default now()) - created_at, >= 0;
                exactly 0 past 1000 half-lives
