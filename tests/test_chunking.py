@@ -217,17 +217,18 @@ def test_window_chunking_for_chat_sessions(conn):
                ("assistant", "thinking", "hmm"), ("assistant", "text", "m4"), ("user", "text", "m5"),
                ("assistant", "text", "m6"), ("user", "text", "m7")])
     got = [(k, s, c) for k, s, _, c in chunks(conn)]
+    day = "[1 March 2026]\n"     # a window starts with its first message's date (UTC)
     assert got == [
-        ("window", 1, "User: m1\n\nAssistant: m2\n\nUser: m3\n\nAssistant: m4"),
-        ("window", 3, "User: m3\n\nAssistant: m4\n\nUser: m5\n\nAssistant: m6"),
+        ("window", 1, day + "User: m1\n\nAssistant: m2\n\nUser: m3\n\nAssistant: m4"),
+        ("window", 3, day + "User: m3\n\nAssistant: m4\n\nUser: m5\n\nAssistant: m6"),
         ("thinking", 4, "hmm"),
-        ("window", 6, "User: m5\n\nAssistant: m6\n\nUser: m7"),
+        ("window", 6, day + "User: m5\n\nAssistant: m6\n\nUser: m7"),
     ]
     # one more message: the short last window grows, nothing else moves
     ids_before = dict(conn.execute("select first_seq, chunk_id from recall.chunks").fetchall())
     add(conn, [("assistant", "text", "m8")])
     got = [(k, s, c) for k, s, _, c in chunks(conn)]
-    assert got[-1] == ("window", 6, "User: m5\n\nAssistant: m6\n\nUser: m7\n\nAssistant: m8")
+    assert got[-1] == ("window", 6, day + "User: m5\n\nAssistant: m6\n\nUser: m7\n\nAssistant: m8")
     assert len(got) == 4
     assert dict(conn.execute("select first_seq, chunk_id from recall.chunks").fetchall()) == ids_before
 
@@ -237,4 +238,13 @@ def test_switching_a_session_to_windows_rechunks_it(conn):
     add(conn, [("user", "text", "a"), ("assistant", "text", "b"), ("user", "text", "c")])
     assert [k for k, *_ in chunks(conn)] == ["turn_pair", "message"]
     conn.execute("""update recall.sessions set metadata = '{"chunking": "window"}'""")
-    assert [(k, c) for k, _, _, c in chunks(conn)] == [("window", "User: a\n\nAssistant: b\n\nUser: c")]
+    assert [(k, c) for k, _, _, c in chunks(conn)] == [("window", "[1 March 2026]\nUser: a\n\nAssistant: b\n\nUser: c")]
+
+
+def test_window_date_is_the_first_messages_utc_day_whatever_the_time_zone(conn):
+    conn.execute("set timezone = 'Pacific/Kiritimati'")     # UTC+14: already 2 March there
+    add_session(conn, metadata='{"chunking": "window"}')
+    conn.execute("insert into recall.messages (session_id, role, content, created_at) values "
+                 "('s1', 'user', 'late', '2026-03-01 23:59:30+00'), "
+                 "('s1', 'assistant', 'next day', '2026-03-02 00:00:30+00')")
+    assert [c for *_, c in chunks(conn)] == ["[1 March 2026]\nUser: late\n\nAssistant: next day"]
