@@ -99,6 +99,11 @@ begin
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.config'::regclass) then
     perform create_reference_table('recall.config');
   end if;
+  -- role bindings (recall.bind_agent): read by the row-level security on every node
+  if to_regclass('recall.agent_bindings') is not null and not exists (
+       select from pg_dist_partition where logicalrelid = 'recall.agent_bindings'::regclass) then
+    perform create_reference_table('recall.agent_bindings');
+  end if;
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.sessions'::regclass) then
     perform create_distributed_table('recall.sessions', 'agent_id');
   end if;
