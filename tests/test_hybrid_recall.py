@@ -318,7 +318,7 @@ def test_v2_text_query_estimates_on_the_newest_chunks(conn):
 
 
 def text_plan(conn, text, agent="a1"):
-    return conn.execute("select rank_q::text, match_q::text from recall._text_plan(%s, %s)",
+    return conn.execute("select rank_q::text, match_q::text from recall._text_plan_v2(%s, %s)",
                         [agent, text]).fetchone()
 
 

@@ -321,7 +321,7 @@ as $$
               else power(0.5::float8, greatest(age_seconds, 0) / half_life_seconds) end
 $$;
 
--- _text_plan: how hybrid_recall_v2 searches one agent's chunks for a query text: rank_q, the
+-- _text_plan_v2: how hybrid_recall_v2 searches one agent's chunks for a query text: rank_q, the
 -- tsquery that scores text_rank, and match_q, the tsquery whose matches the text arm ranks.
 --
 -- rank_q: like _text_query (the words OR-ed; websearch operators taken strictly), but a plain
@@ -340,7 +340,7 @@ $$;
 -- agent's size is estimated from the sample's time span against the agent's oldest chunk
 -- (one B-tree probe; no count): the sample is the whole agent when it is not full.
 -- A websearch query is matched and ranked as written.
-create or replace function recall._text_plan(p_agent_id text, query_text text,
+create or replace function recall._text_plan_v2(p_agent_id text, query_text text,
                                              out rank_q tsquery, out match_q tsquery)
 language sql stable parallel safe
 set search_path to pg_catalog, pg_temp
@@ -406,13 +406,13 @@ as $$
   from plan p, fallback f
 $$;
 
--- _text_query_v2: the tsquery hybrid_recall_v2 scores text_rank with (see _text_plan)
+-- _text_query_v2: the tsquery hybrid_recall_v2 scores text_rank with (see _text_plan_v2)
 create or replace function recall._text_query_v2(p_agent_id text, query_text text)
 returns tsquery
 language sql stable parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
-  select rank_q from recall._text_plan(p_agent_id, query_text)
+  select rank_q from recall._text_plan_v2(p_agent_id, query_text)
 $$;
 
 -- _text_arm_v2: the top n chunks of one agent by full-text rank under rank_q, among those
@@ -497,7 +497,7 @@ begin
   end if;
   half_life_s := extract(epoch from hybrid_recall_v2.half_life);
   select p.rank_q, p.match_q into tsq, match_q
-  from recall._text_plan(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text) p;
+  from recall._text_plan_v2(hybrid_recall_v2.agent_id, hybrid_recall_v2.query_text) p;
 
   return query
   with
@@ -566,14 +566,14 @@ Candidates: the top `candidates` chunks by cosine distance (exact scan for agent
 recall.config exact_scan_max_rows chunks, else the agent's own ANN index or the table's with
 iterative scan) and the top `candidates` by full-text rank among the chunks holding one of
 the query's rarer words (those expected in at most text_match_max_rows = 5000 of the agent's
-chunks, else the rarest; recall._text_plan); every filter (agent, exclude_session_id, filter @> metadata,
+chunks, else the rarest; recall._text_plan_v2); every filter (agent, exclude_session_id, filter @> metadata,
 kinds, since <= created_at < until) applies inside both arms.
 Components, each in [0, 1] (similarity in [-1, 1]):
   similarity = 1 - cosine distance (NULL without an embedding on either side, or when
                either is all zeros: cosine is undefined there)
   text_rank  = r / (r + 0.1), r = ts_rank_cd(tsv, q, 1); q = the query's words OR-ed, less
                the words found in more than half of the agent's chunks (estimated on its
-               newest 100; recall._text_plan), or websearch_to_tsquery when the text uses
+               newest 100; recall._text_plan_v2), or websearch_to_tsquery when the text uses
                "phrases" or -exclusions; 0 = no match
   recency    = 0.5 ^ (age / half_life), age = as_of (default now()) - created_at, >= 0;
                exactly 0 past 1000 half-lives
