@@ -248,3 +248,52 @@ def test_window_date_is_the_first_messages_utc_day_whatever_the_time_zone(conn):
                  "('s1', 'user', 'late', '2026-03-01 23:59:30+00'), "
                  "('s1', 'assistant', 'next day', '2026-03-02 00:00:30+00')")
     assert [c for *_, c in chunks(conn)] == ["[1 March 2026]\nUser: late\n\nAssistant: next day"]
+
+
+def _ingest_world(conn):
+    """Sessions of every shape through pyrecall._ingest.ingest; what the database then holds."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyrecall._ingest import ingest
+    from pyrecall.importers._records import Message, Session
+
+    t = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    talk = [Message(None, "user", "text", "How do we deploy?", t, 0.9, {"speaker": "Ana"}),
+            Message("ext-1", "assistant", "thinking", "They mean staging.", None, None, {}),
+            Message(None, "assistant", "tool_call", "kubectl get pods", t + timedelta(minutes=1), 1, {"tool_use_id": "t1"}),
+            Message(None, "tool", "tool_result", "pod-a Running", datetime(2026, 3, 1, 10, 2), 0.0, {"tool_use_id": "t1"}),
+            Message(None, "assistant", "text", "With ```make deploy```, then `kubectl`.", None, 0.25, {"n": [1, None]}),
+            Message(None, "user", "text", "ünïcode ☃ and a long one " * 200, t, None, {})]
+    report = ingest(conn, [Session("w1", None, "Deploy", "api", "main", t, None, {"channel": "ops"}, talk),
+                           Session("w2", "other", None, None, None, None, None, {"chunking": "window"},
+                                   [Message(None, "user", "text", f"chat {i}") for i in range(7)]),
+                           Session("w3", None, "empty", None, None, None, None, {}, [])],
+                    agent_id="a1", keep_empty=True)
+    again = ingest(conn, [Session("w1", None, None, None, None, t, None, {}, talk)], agent_id="a1")
+    return (report, again,
+            conn.execute("select session_id, agent_id, title, project, branch, metadata, "
+                         "case when started_at > now() - interval '1 hour' then 'now' else started_at::text end "
+                         "from recall.sessions order by 1").fetchall(),
+            conn.execute("select session_id, seq, agent_id, external_id, role, kind, content, "
+                         "case when created_at > now() - interval '1 hour' then 'now' else created_at::text end, "
+                         "importance, metadata "
+                         "from recall.messages m order by 1, 2").fetchall(),
+            conn.execute("select session_id, kind, first_seq, part, content, n_tokens, importance, metadata "
+                         "from recall.chunks order by 1, 2, 3, 4").fetchall())
+
+
+def test_ingest_from_arrays_equals_ingest_through_copy(conn, db_url, monkeypatch):
+    """Small batches go as array parameters, large ones through COPY into staging tables: both
+    write the same sessions, messages and chunks."""
+    import psycopg
+
+    from pyrecall import _ingest
+
+    arrays = _ingest_world(conn)
+    monkeypatch.setattr(_ingest, "ARRAY_BATCH_MAX_CHARS", -1)
+    conn.execute("truncate recall.sessions cascade")
+    with psycopg.connect(db_url, autocommit=True) as other:
+        staged = _ingest_world(other)
+    assert arrays[0].inserted == 13 and arrays[1].inserted == 0
+    assert [len(x) for x in arrays[2:]] == [3, 13, len(arrays[4])] and len(arrays[4]) > 8
+    assert arrays == staged
