@@ -37,8 +37,8 @@ def _docker_server():
     """Start Dockerfile.postgres with testcontainers; None where no Docker engine answers."""
     try:
         from docker.errors import DockerException
-        from testcontainers.core.image import DockerImage
         from testcontainers.community.postgres import PostgresContainer
+        from testcontainers.core.image import DockerImage
     except ImportError:
         return None
     try:

@@ -2,7 +2,7 @@
 
 import asyncio
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,7 +10,7 @@ from pyrecall import ConfigError
 from pyrecall._embed import get_embedder
 from pyrecall.client import AsyncRecall, Memory, Recall
 
-T = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 CONVERSATIONS = {
     "deploy": [("user", "How did we deploy the API container?"),

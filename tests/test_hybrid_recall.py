@@ -4,13 +4,13 @@ The vectors here are chosen by the tests (this is about SQL logic, not embedding
 """
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import psycopg
 import pytest
 
-AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
+AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
 DIM = 384
 
 
@@ -90,7 +90,7 @@ def test_recency_orders_identical_chunks_by_age(conn):
     weights = dict(vector_weight=0, text_weight=0, recency_weight=1, importance_weight=0)
     rows = recall(conn, query_text="deploy", dedup_similarity=1.1, **weights)
     # identical text: the older one is a duplicate of the newer, higher-scored one
-    assert ids(rows) == [new]
+    assert ids(rows) == [new] and old not in ids(rows)
     assert rows[0][8] == pytest.approx(0.5 ** (1 / 30))
 
 

@@ -28,7 +28,7 @@ def loaded(conn):
     emb = (centers[rng.integers(0, 20, 3000)] + rng.normal(scale=0.3, size=(3000, 384))).astype(np.float32)
     ids = [r[0] for r in conn.execute("select chunk_id from recall.chunks order by chunk_id")]
     with conn.cursor() as cur:
-        cur.executemany("update recall.chunks set embedding = %s where chunk_id = %s", list(zip(emb, ids)))
+        cur.executemany("update recall.chunks set embedding = %s where chunk_id = %s", list(zip(emb, ids, strict=True)))
     conn.execute("create index chunks_embedding_hnsw on recall.chunks using hnsw (embedding vector_cosine_ops)")
     conn.execute("analyze recall.chunks")
     return conn, emb

@@ -9,21 +9,20 @@ similarity, the near-duplicate rule, the order, k and the token budget.
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
-AS_OF = datetime(2026, 6, 1, tzinfo=timezone.utc)
+AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
 WORDS = "deploy docker compose nginx auth token jwt migrate postgres index test flaky retry cache".split()
 KINDS = ["message", "turn_pair", "code", "tool", "thinking"]
 
 
 @pytest.fixture(scope="module")
 def dataset(server_url, template_url):
-    from conftest import drop_database, new_database
-
     import psycopg
+    from conftest import drop_database, new_database
     from pgvector.psycopg import register_vector
 
     url = new_database(server_url)
@@ -54,7 +53,7 @@ def dataset(server_url, template_url):
     rows = conn.execute("select chunk_id, agent_id, session_id, kind, content, created_at, n_tokens, "
                         "importance, metadata, embedding is not null from recall.chunks").fetchall()
     chunks = {r[0]: dict(zip(["id", "agent", "session", "kind", "content", "created", "tokens",
-                              "importance", "metadata", "embedded"], r)) for r in rows}
+                              "importance", "metadata", "embedded"], r, strict=True)) for r in rows}
     pair_cos = {(a, b): s for a, b, s in conn.execute(
         "select x.chunk_id, y.chunk_id, 1 - (x.embedding <=> y.embedding) from recall.chunks x, recall.chunks y "
         "where x.embedding is not null and y.embedding is not null").fetchall()}

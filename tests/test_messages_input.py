@@ -32,7 +32,7 @@ def sessions(conn):
 
 @pytest.mark.parametrize("override,exc,message", CASES, ids=[c[2][:40] for c in CASES])
 def test_bad_message_rejected_and_nothing_written(conn, sessions, override, exc, message):
-    fields = dict(zip(["session_id", "role", "kind", "content", "importance", "metadata"], GOOD))
+    fields = dict(zip(["session_id", "role", "kind", "content", "importance", "metadata"], GOOD, strict=True))
     fields.update(override)
     bad = [fields[k] for k in ["session_id", "role", "kind", "content", "importance", "metadata"]]
     with pytest.raises(exc, match=message.replace("(", r"\(")):

@@ -109,6 +109,8 @@ def test_create_builds_one_index_per_large_agent(small):
     assert big["build_seconds"] >= 0
     key = conn.execute("select recall._agent_key('big')").fetchone()[0]
     hashed = conn.execute("select hashtextextended('big', 0)").fetchone()[0]
+    assert int(key, 16) == hashed % 2**64  # the index name's key is the same hash, in hex
+    assert big["index_name"].endswith(key)
     assert f"WHERE (hashtextextended(agent_id, (0)::bigint) = '{hashed}'::bigint)" in big["definition"]
     assert "USING hnsw (embedding public.vector_cosine_ops)" in big["definition"]
     conf = conn.execute("select value from recall.config where key = 'vector_index'").fetchone()[0]
