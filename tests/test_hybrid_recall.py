@@ -352,3 +352,19 @@ def test_v2_text_plan_extrapolates_the_agents_size_from_the_samples_time_span(co
     assert text_plan(conn, "tokyo kyoto") == ("'kyoto' | 'tokyo'", "'kyoto'")
     set_config(conn, "text_match_max_rows", "11")      # (taken as 20 chunks, tokyo would be 5: matched here too)
     assert text_plan(conn, "tokyo kyoto") == ("'kyoto' | 'tokyo'", "'kyoto' | 'tokyo'")
+
+
+def test_v2_text_arm_answers_the_same_through_the_gin_index_and_the_agent_scan(conn):
+    words = ["deploy", "docker", "postgres", "upgrade", "cache", "timeout", "migration", "index"]
+    for i in range(60):
+        add_chunk(conn, " ".join(words[j] for j in range(8) if (i >> (j % 6)) & 1 or i % 7 == j) + f" n{i}",
+                  age_days=i, metadata='{"tag": "%s"}' % ("x" if i % 3 else "y"))
+    queries = [dict(query_text="docker timeout"), dict(query_text="postgres upgrade index", filter='{"tag": "y"}'),
+               dict(query_text="cache", kinds=["message"]), dict(query_text='"docker postgres"'),
+               dict(query_text="migration deploy", since=AS_OF - timedelta(days=30))]
+    answers = {}
+    for scan_max in ("1000000", "0"):      # every agent scanned / every agent through GIN
+        set_config(conn, "text_scan_max_rows", scan_max)
+        answers[scan_max] = [[(r[0], r[5]) for r in recall(conn, k=20, **ONLY_TEXT, **q)] for q in queries]
+    assert answers["0"] == answers["1000000"]
+    assert all(answers["0"])                # each query finds something
