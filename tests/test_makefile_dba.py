@@ -140,7 +140,7 @@ def test_explain_shows_the_nested_plans(db):
     out = make("explain", 'Q=how did we deploy "docker"?', "AGENT=agent-1", dsn=db).stdout
     assert "Function Scan on hybrid_recall" in out and "Execution Time" in out
     assert "statements inside the function (auto_explain)" in out
-    assert "c.tsv @@ p_query" in out                                    # the text arm
+    assert "c.tsv @@ p_match" in out                                    # the text arm (GIN path)
     assert "chunks_embedding_a_" in out or "chunks_agent_created_idx" in out  # the vector arm
     out = make("explain", "Q=docker", "EMBED=none", dsn=db).stdout
     assert "query_embedding => NULL" in out
