@@ -62,6 +62,35 @@ begin
 end
 $$;
 
+-- _reset_role_agent_setting: drop a role-level recall.agent_id (cluster-wide or for this
+-- database) that a role still has from the old way of binding: readable by every role in
+-- pg_db_role_setting, and no longer a binding (used by bind_agent and unbind_agent)
+create or replace function recall._reset_role_agent_setting(role_name text)
+returns void
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  s record;
+begin
+  for s in
+    select d.datname
+    from pg_db_role_setting rs
+    left join pg_database d on d.oid = rs.setdatabase
+    where rs.setrole = (select ro.oid from pg_roles ro where ro.rolname = role_name)
+      and rs.setdatabase in (0, (select d2.oid from pg_database d2 where d2.datname = current_database()))
+      and exists (select from unnest(rs.setconfig) as c(setting)
+                  where lower(split_part(c.setting, '=', 1)) = 'recall.agent_id')
+  loop
+    if s.datname is null then
+      execute format('alter role %I reset recall.agent_id', role_name);
+    else
+      execute format('alter role %I in database %I reset recall.agent_id', role_name, s.datname);
+    end if;
+  end loop;
+end
+$$;
+
 -- bind_agent: make role_name an agent role of agent_id: a member of recall_agent with a row in
 -- recall.agent_bindings (binding it again replaces its agent). Run it as the owner (it writes
 -- the table and grants recall_agent) or a superuser. Roles that row-level security does not
@@ -76,7 +105,6 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
   r record;
-  s record;
 begin
   if agent_id is null or agent_id = '' then
     raise exception 'agent_id is required' using errcode = '22023';
@@ -100,21 +128,7 @@ begin
   values (r.oid::regrole, bind_agent.agent_id, now())
   on conflict (agent_role) do update set agent_id = excluded.agent_id, bound_at = excluded.bound_at;
   execute format('grant recall_agent to %I', role_name);
-  for s in
-    select d.datname
-    from pg_db_role_setting rs
-    left join pg_database d on d.oid = rs.setdatabase
-    where rs.setrole = r.oid
-      and rs.setdatabase in (0, (select d2.oid from pg_database d2 where d2.datname = current_database()))
-      and exists (select from unnest(rs.setconfig) as c(setting)
-                  where lower(split_part(c.setting, '=', 1)) = 'recall.agent_id')
-  loop
-    if s.datname is null then
-      execute format('alter role %I reset recall.agent_id', role_name);
-    else
-      execute format('alter role %I in database %I reset recall.agent_id', role_name, s.datname);
-    end if;
-  end loop;
+  perform recall._reset_role_agent_setting(role_name);
 end
 $$;
 
@@ -130,7 +144,6 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
   role_oid oid;
-  s record;
 begin
   select ro.oid into role_oid from pg_roles ro where ro.rolname = role_name;
   if not found then
@@ -140,21 +153,7 @@ begin
   delete from recall.agent_bindings b
   where b.agent_role::oid = role_oid
      or not exists (select from pg_roles ro where ro.oid = b.agent_role::oid);
-  for s in
-    select d.datname
-    from pg_db_role_setting rs
-    left join pg_database d on d.oid = rs.setdatabase
-    where rs.setrole = role_oid
-      and rs.setdatabase in (0, (select d2.oid from pg_database d2 where d2.datname = current_database()))
-      and exists (select from unnest(rs.setconfig) as c(setting)
-                  where lower(split_part(c.setting, '=', 1)) = 'recall.agent_id')
-  loop
-    if s.datname is null then
-      execute format('alter role %I reset recall.agent_id', role_name);
-    else
-      execute format('alter role %I in database %I reset recall.agent_id', role_name, s.datname);
-    end if;
-  end loop;
+  perform recall._reset_role_agent_setting(role_name);
 end
 $$;
 
