@@ -52,7 +52,7 @@ def test_large_agent_uses_hnsw_and_gin(loaded):
     conn.execute("set enable_sort = off")
     plans = nested_plans(conn, "select * from recall.hybrid_recall('agent-1', 'item1971', %s)", [emb[0]])
     assert "Index Scan using chunks_embedding_hnsw" in plans
-    assert "Bitmap Index Scan on chunks_tsv_idx" in plans
+    assert "Bitmap Index Scan on chunks_agent_tsv_idx" in plans
     assert "Seq Scan" not in plans
 
 

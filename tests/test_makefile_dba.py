@@ -148,7 +148,7 @@ def test_explain_shows_the_nested_plans(db):
 
 def test_stats(db):
     out = make("stats", dsn=db).stdout
-    assert "chunks_tsv_idx" in out and "pending" in out
+    assert "chunks_agent_tsv_idx" in out and "pending" in out
     for agent in ("agent-0", "agent-1", "agent-2"):
         assert agent in out
 

@@ -125,3 +125,62 @@ def test_functions_reapplied_each_time(db_url, sql_copy: Path):
         report = _migrate.migrate(conn)
         assert "999-extra" in report.functions
         assert conn.execute("select recall.test_answer()").fetchone()[0] == 42
+
+
+def _chunk_indexes(conn):
+    return {r[0]: r[1] for r in conn.execute(
+        """select c.relname, pg_get_indexdef(i.indexrelid) from pg_index i
+           join pg_class c on c.oid = i.indexrelid
+           where i.indrelid = 'recall.chunks'::regclass""").fetchall()}
+
+
+def test_text_index_holds_the_agent(db_url):
+    """004: one GIN (agent_id, tsv) index serves an agent's text search; GIN (tsv) is gone."""
+    with connect(db_url) as conn:
+        idx = _chunk_indexes(conn)
+        assert "chunks_tsv_idx" not in idx
+        assert "USING gin (agent_id, tsv)" in idx["chunks_agent_tsv_idx"]
+        sid = conn.execute("insert into recall.sessions (session_id, agent_id) "
+                           "values ('s', 'a') returning session_id").fetchone()[0]
+        conn.execute("""insert into recall.messages (session_id, role, content)
+                        select %s, case when i %% 2 = 0 then 'user' else 'assistant' end,
+                               case when i = 7 then 'the kubernetes rollout' else 'note ' || i end
+                        from generate_series(0, 1999) i""", [sid])
+        conn.execute("analyze recall.chunks")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "explain select chunk_id from recall.chunks "
+            "where agent_id = 'a' and tsv @@ 'kubernet'::tsquery").fetchall())
+        assert "Bitmap Index Scan on chunks_agent_tsv_idx" in plan
+        assert "(agent_id = 'a'::text)" in plan.split("chunks_agent_tsv_idx", 1)[1]
+        assert conn.execute("select count(*) from recall.chunks "
+                            "where agent_id = 'a' and tsv @@ 'kubernet'::tsquery").fetchone()[0] == 1
+
+
+def test_text_index_migration_without_btree_gin_keeps_the_old_index(db_url):
+    """Where btree_gin cannot be installed, 004 says so and leaves GIN (tsv) in place."""
+    body = _migrate.sql_dir() / "incremental" / "004-agent-text-index.sql"
+    with connect(db_url) as conn:
+        conn.execute("drop index recall.chunks_agent_tsv_idx")
+        conn.execute("drop extension btree_gin")
+        conn.execute("create index chunks_tsv_idx on recall.chunks using gin (tsv)")
+        # a migrating role that owns the tables but may not create extensions in the database
+        conn.execute("drop role if exists pyrecall_t_owner")
+        conn.execute("create role pyrecall_t_owner")
+        conn.execute("grant usage on schema recall to pyrecall_t_owner")
+        conn.execute("alter table recall.chunks owner to pyrecall_t_owner")
+        dbname = conn.info.dbname
+        conn.execute(f'revoke create on database "{dbname}" from public')
+        notices = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        try:
+            with conn.transaction():
+                conn.execute("set local role pyrecall_t_owner")
+                conn.execute(body.read_text())
+        finally:
+            conn.execute("alter table recall.chunks owner to postgres")
+            conn.execute("drop owned by pyrecall_t_owner")
+            conn.execute("drop role pyrecall_t_owner")
+        assert any("btree_gin extension cannot be installed" in n for n in notices), notices
+        idx = _chunk_indexes(conn)
+        assert "chunks_tsv_idx" in idx and "chunks_agent_tsv_idx" not in idx
+        assert not conn.execute("select from pg_extension where extname = 'btree_gin'").fetchone()
