@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from pyrecall.bench import latency, locomo
+from pyrecall.bench.locomo import _connect
 from pyrecall.cli import main
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -109,10 +110,11 @@ def test_bench_locomo_one_conversation(server_url):
 def test_bench_latency_20k(server_url):
     result = CliRunner().invoke(main, [
         "bench", "latency", "--chunks", "20000", "--agents", "50", "--queries", "10",
-        "--json", "--quiet", "--dsn", server_url])
+        "--load-jobs", "2", "--json", "--quiet", "--dsn", server_url])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["chunks"] >= 20_000 and report["messages"] >= 2 * 20_000
+    assert report["ingest"]["jobs"] == 2
     assert report["ingest"]["messages_per_s"] > 0 and report["index"]["build_s"] >= 0
     assert set(report["latency_ms"]) >= {"small", "overall"}
     for r in report["latency_ms"].values():
@@ -120,3 +122,42 @@ def test_bench_latency_20k(server_url):
             s = r[method]
             assert 0 < s["p50"] <= s["p95"] <= s["p99"] and not math.isnan(s["p99"])
         assert _in_unit(r["ann"]["recall@10"]) and _in_unit(r["hybrid"]["vector_arm_recall@10"])
+
+
+def _loaded(url: str, jobs: int) -> tuple[dict, list[tuple]]:
+    synth = latency.Synth(3)
+    agents = latency.plan_agents(synth, latency.agent_sizes(600, 5))
+    with _connect(url) as conn:
+        report = latency.load(conn, synth, agents, batch_messages=100, jobs=jobs,
+                              connect=lambda: _connect(url))
+        rows = conn.execute("""select agent_id, session_id, kind, first_seq, part, content
+                               from recall.chunks order by 1, 2, 3, 4, 5""").fetchall()
+    return report, rows
+
+
+def test_parallel_load_stores_what_one_connection_stores(server_url):
+    """Batches spread over two connections (and so committed in any order) give the same
+    messages and chunks as one connection."""
+    from pyrecall.bench._scratch import scratch_database
+
+    with scratch_database(server_url) as one:
+        serial, serial_rows = _loaded(one, jobs=1)
+    with scratch_database(server_url) as two:
+        parallel, parallel_rows = _loaded(two, jobs=2)
+    assert serial["messages"] == parallel["messages"] == 1200
+    assert (serial["jobs"], parallel["jobs"]) == (1, 2)
+    assert len(serial_rows) >= 600 and parallel_rows == serial_rows   # (long pairs: 2+ windows)
+
+
+def test_parallel_load_fails_with_the_jobs_error(server_url):
+    """A job that cannot connect stops the load with its error instead of hanging it."""
+    from pyrecall.bench._scratch import scratch_database
+
+    def refuse():
+        raise OSError("no connection for this job")
+
+    synth = latency.Synth(3)
+    agents = latency.plan_agents(synth, latency.agent_sizes(600, 5))
+    with scratch_database(server_url) as url, _connect(url) as conn:
+        with pytest.raises(OSError, match="no connection for this job"):
+            latency.load(conn, synth, agents, batch_messages=100, jobs=2, connect=refuse)

@@ -7,6 +7,7 @@ JSON with ``--json``, tables otherwise. Progress goes to stderr, so ``--json`` s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -157,6 +158,9 @@ def _print_locomo(report: dict) -> None:
               help="Queries per agent size class (small, medium, large).")
 @click.option("--ef-search", type=int, default=40, show_default=True,
               help="hnsw.ef_search for the raw ANN query and recall.")
+@click.option("--load-jobs", type=click.IntRange(1, 64), default=os.cpu_count() or 1,
+              show_default="the number of CPUs",
+              help="Connections that ingest in parallel (agents' batches spread over them).")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
@@ -164,7 +168,8 @@ def _print_locomo(report: dict) -> None:
                    "server in a temporary directory).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
-def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, seed, as_json, dsn, quiet):
+def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, seed, as_json, dsn,
+                quiet):
     """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
 
     Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
@@ -183,7 +188,7 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, seed, as_json,
     with _progress(not quiet) as progress:
         report = latency.run(n_chunks, n_agents, dsn=dsn, seed=seed,
                              queries_per_class=queries_per_class, ef_search=ef_search,
-                             progress=progress)
+                             load_jobs=load_jobs, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -199,7 +204,8 @@ def _print_latency(report: dict) -> None:
                   f"{report['agents']} agents (largest {report['agent_sizes']['largest']:,}, "
                   f"smallest {report['agent_sizes']['smallest']:,}; by class "
                   f"{report['agent_sizes']['by_class']})")
-    console.print(f"ingest {ing['messages_per_s']:,.0f} messages/s ({ing['ingest_s']} s); "
+    console.print(f"ingest {ing['messages_per_s']:,.0f} messages/s ({ing['ingest_s']} s, "
+                  f"{ing.get('jobs', 1)} connection{'s' if ing.get('jobs', 1) > 1 else ''}); "
                   f"vectors {report['vectors_s']} s; index build {report['index']['build_s']} s; "
                   f"database {report['size_gib_per_million_chunks']['database']} GiB per million chunks")
     table = Table(title=f"latency ms (p50 / p95 / p99) and recall@10 vs exact, "

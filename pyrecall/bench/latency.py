@@ -21,7 +21,9 @@ Then, for small / medium / large agents and overall, the p50/p95/p99 latency and
 from __future__ import annotations
 
 import math
+import queue
 import statistics
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -77,7 +79,8 @@ class Synth:
         words = set()
         while len(words) < VOCAB:
             words.add("".join(rng.choice(SYLLABLES, size=rng.integers(2, 5))))
-        self.words = np.array(sorted(words, key=lambda w: rng.random()))
+        # shuffled from sorted order: a set's own order changes with each process's hash seed
+        self.words = np.array(sorted(sorted(words), key=lambda w: rng.random()))
         ranks = np.arange(1, VOCAB + 1)
         self.cdf = np.cumsum(1 / ranks ** 1.07)
         self.cdf /= self.cdf[-1]
@@ -154,40 +157,96 @@ def _stats(times: list[float]) -> dict[str, float]:
 # ---------------------------------------------------------------- load
 
 def load(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *, batch_messages: int = 20_000,
+         jobs: int = 1, connect: Callable[[], psycopg.Connection] | None = None,
          progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
-    """Ingest every agent's sessions; return messages, seconds spent in ingest, messages/s."""
+    """Ingest every agent's sessions; return messages, seconds spent in ingest, messages/s.
+
+    ``jobs`` > 1 loads over that many connections (``connect()`` opens each), as a bulk
+    import of many agents would: the data are generated here, in one seeded order, and each
+    batch of ``batch_messages`` goes whole, in one transaction, to whichever connection is free.
+    The rate is then messages over the wall time of the whole load.
+    """
     now = datetime.now(UTC).replace(microsecond=0)
     total = sum(a.size for a in agents) * 2
     advance = progress("ingesting messages", total) if progress else None
-    batch: list[Session] = []
-    n_batch = n_messages = 0
-    spent = 0.0
 
-    def flush():
-        nonlocal batch, n_batch, spent, n_messages
-        if not batch:
-            return
+    def batches() -> Iterator[tuple[dict[str, list[Session]], int]]:
         by_agent: dict[str, list[Session]] = {}
-        t = time.perf_counter()
-        for s in batch:
-            by_agent.setdefault(s.agent_id, []).append(s)
-        with conn.transaction():
-            for agent_id, ss in by_agent.items():
-                n_messages += ingest(conn, ss, agent_id=agent_id).inserted
-        spent += time.perf_counter() - t
-        if advance:
-            advance(n_batch)
-        batch, n_batch = [], 0
+        n = 0
+        for agent in agents:
+            for session in sessions_of(synth, agent, now):
+                by_agent.setdefault(session.agent_id, []).append(session)
+                n += len(session.messages)
+                if n >= batch_messages:
+                    yield by_agent, n
+                    by_agent, n = {}, 0
+        if by_agent:
+            yield by_agent, n
 
-    for agent in agents:
-        for session in sessions_of(synth, agent, now):
-            batch.append(session)
-            n_batch += len(session.messages)
-            if n_batch >= batch_messages:
-                flush()
-    flush()
-    return {"messages": n_messages, "ingest_s": round(spent, 2),
+    def ingest_batch(c: psycopg.Connection, by_agent: dict[str, list[Session]]) -> int:
+        with c.transaction():
+            return sum(ingest(c, ss, agent_id=agent_id).inserted for agent_id, ss in by_agent.items())
+
+    n_messages = 0
+    if jobs <= 1:
+        spent = 0.0
+        for by_agent, n in batches():
+            t_batch = time.perf_counter()
+            n_messages += ingest_batch(conn, by_agent)
+            spent += time.perf_counter() - t_batch      # generating the data is not ingest
+            if advance:
+                advance(n)
+    else:
+        if connect is None:
+            raise ValueError("jobs > 1 needs connect, to open one connection per job")
+        # wall time, generating the data included (it overlaps the ingest)
+        n_messages, spent = _load_parallel(batches(), ingest_batch, jobs, connect, advance)
+    return {"messages": n_messages, "ingest_s": round(spent, 2), "jobs": max(jobs, 1),
             "messages_per_s": round(n_messages / spent, 1) if spent else None}
+
+
+def _load_parallel(batches: Iterator[tuple[dict[str, list[Session]], int]],
+                   ingest_batch: Callable[[psycopg.Connection, dict[str, list[Session]]], int],
+                   jobs: int, connect: Callable[[], psycopg.Connection],
+                   advance: Callable[[int], None] | None) -> tuple[int, float]:
+    """Feed batches to ``jobs`` threads, one connection each; (messages, wall seconds).
+
+    The queue holds at most two batches a job, so memory stays bounded; a failing job stops
+    the load with its error.
+    """
+    work: queue.Queue = queue.Queue(maxsize=2 * jobs)
+    done: list[int] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with connect() as c:
+                while (item := work.get()) is not None:
+                    by_agent, n = item
+                    if not errors:
+                        done.append(ingest_batch(c, by_agent))
+                        if advance:
+                            advance(n)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread below
+            errors.append(exc)
+            while work.get() is not None:             # drain, so that the producer never blocks
+                pass
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
+    for th in threads:
+        th.start()
+    for item in batches:
+        if errors:
+            break
+        work.put(item)
+    for _ in threads:
+        work.put(None)
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
+    return sum(done), time.perf_counter() - t
 
 
 def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *,
@@ -195,8 +254,9 @@ def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], 
                    progress: Callable[[str, int], Callable[[int], None]] | None = None) -> float:
     """Give every chunk its vector (binary COPY into a temp table, then one UPDATE a batch)."""
     topic_of = {sid: t for a in agents for sid, t in a.session_topics.items()}
+    # in an order that does not depend on how the load interleaved its connections
     rows = conn.execute("select chunk_id, session_id, first_seq from recall.chunks "
-                        "order by chunk_id").fetchall()
+                        "order by session_id, kind, first_seq, part").fetchall()
     advance = progress("writing vectors", len(rows)) if progress else None
     t = time.perf_counter()
     conn.execute("create temp table if not exists bench_vectors (chunk_id bigint, embedding vector)")
@@ -347,7 +407,7 @@ def measure(conn: psycopg.Connection, queries: dict[str, list[Query]], *, ef_sea
 # ---------------------------------------------------------------- one run
 
 def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, seed: int = 7,
-        queries_per_class: int = 100, ef_search: int = 40, keep: bool = False,
+        queries_per_class: int = 100, ef_search: int = 40, load_jobs: int = 1,
         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
     """Generate, load, index and time; return the report of ``pyrecall bench latency --json``."""
     from ._scratch import scratch_database
@@ -357,7 +417,8 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
     agents = plan_agents(synth, agent_sizes(n_chunks, n_agents))
     with scratch_database(dsn) as url, _connect(url) as conn:
         server = conn.execute("select version()").fetchone()[0]
-        loaded = load(conn, synth, agents, progress=progress)
+        loaded = load(conn, synth, agents, jobs=load_jobs, connect=lambda: _connect(url),
+                      progress=progress)
         chunks = conn.execute("select count(*) from recall.chunks").fetchone()[0]
         vectors_s = set_embeddings(conn, synth, agents, progress=progress)
         t = time.perf_counter()
