@@ -156,6 +156,37 @@ def test_text_index_holds_the_agent(db_url):
                             "where agent_id = 'a' and tsv @@ 'kubernet'::tsquery").fetchone()[0] == 1
 
 
+def test_embedded_chunk_keeps_its_text_vector_inline(db_url):
+    """005: the worker's UPDATE that adds the embedding no longer pushes tsv out to TOAST."""
+    words = " ".join(f"topic{i}word" for i in range(70))        # tsv of ~1 kB, as a long turn
+    vec = "[" + ",".join(["0.05"] * 384) + "]"
+    toasted = ("select pg_column_toast_chunk_id(tsv) is not null from recall.chunks "
+               "where session_id = %s")
+    with connect(db_url) as conn:
+        assert conn.execute("select reloptions from pg_class "
+                            "where oid = 'recall.chunks'::regclass").fetchone()[0] == [
+                                "toast_tuple_target=8160"]
+
+        def embedded_chunk(sid):
+            conn.execute("insert into recall.sessions (session_id, agent_id) values (%s, 'a')",
+                         [sid])
+            conn.execute("insert into recall.messages (session_id, role, content) "
+                         "values (%s, 'user', %s), (%s, 'assistant', %s)",
+                         [sid, words, sid, words.upper()])
+            conn.execute("update recall.chunks set embedding = %s::vector where session_id = %s",
+                         [vec, sid])
+            return conn.execute(toasted, [sid]).fetchone()[0]
+
+        assert embedded_chunk("inline") is False
+        # without 005's setting the same row goes out of line, as before it
+        conn.execute("alter table recall.chunks reset (toast_tuple_target)")
+        assert embedded_chunk("toasted") is True
+        # what docs/DBA.md tells a DBA to run for rows written before 005
+        conn.execute("alter table recall.chunks set (toast_tuple_target = 8160)")
+        conn.execute("vacuum full recall.chunks")
+        assert conn.execute(toasted, ["toasted"]).fetchone()[0] is False
+
+
 def test_text_index_migration_without_btree_gin_keeps_the_old_index(db_url):
     """Where btree_gin cannot be installed, 004 says so and leaves GIN (tsv) in place."""
     body = _migrate.sql_dir() / "incremental" / "004-agent-text-index.sql"

@@ -1,0 +1,17 @@
+-- 005-chunks-inline-text
+-- A chunk's row keeps its full-text vector (tsv) and text inline: toast_tuple_target = 8160.
+--
+-- A chunk is written without its embedding and gets it from the worker's UPDATE. The new row
+-- (1.5 kB of vector, the text, ~0.75 kB of tsvector) then passes PostgreSQL's default
+-- TOAST threshold of ~2 kB, and the largest compressible column, tsv, went out of line into
+-- the TOAST table. Every chunk the text arm ranks reads its tsv back (ts_rank_cd): for a
+-- large agent thousands of TOAST fetches, ~3.5 us each, half of the arm's time. With the
+-- target at its maximum, only rows over ~8 kB are TOASTed.
+-- Measured at 1M chunks (docs/BENCHMARKS.md): hybrid_recall p50 small 3.6 -> 2.7 ms,
+-- medium 8.8 -> 6.9, large 19.2 -> 13.1; heap + TOAST 4.19 -> 4.32 GB.
+--
+-- Applies to rows written from now on; existing rows move inline when rewritten
+-- (VACUUM FULL recall.chunks, or pg_repack; docs/DBA.md). Takes a SHARE UPDATE EXCLUSIVE
+-- lock for an instant (reads and writes go on). Run once by `pyrecall migrate`.
+-- Released: never edit; change in a new file.
+alter table recall.chunks set (toast_tuple_target = 8160);
