@@ -8,7 +8,7 @@
 -- large agent thousands of TOAST fetches, ~3.5 us each, half of the arm's time. With the
 -- target at its maximum, only rows over ~8 kB are TOASTed.
 -- Measured at 1M chunks (docs/BENCHMARKS.md): hybrid_recall p50 small 3.6 -> 2.7 ms,
--- medium 8.8 -> 6.9, large 19.2 -> 13.1; heap + TOAST 4.19 -> 4.32 GB.
+-- medium 8.8 -> 6.9, large 19.2 -> 13.1; heap + TOAST 4,191 -> 4,421 MiB.
 --
 -- Applies to rows written from now on; existing rows move inline when rewritten
 -- (VACUUM FULL recall.chunks, or pg_repack; docs/DBA.md). Takes a SHARE UPDATE EXCLUSIVE
