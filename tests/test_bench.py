@@ -9,6 +9,7 @@ import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -161,3 +162,32 @@ def test_parallel_load_fails_with_the_jobs_error(server_url):
     with scratch_database(server_url) as url, _connect(url) as conn:
         with pytest.raises(OSError, match="no connection for this job"):
             latency.load(conn, synth, agents, batch_messages=100, jobs=2, connect=refuse)
+
+
+def test_raw_ann_query_goes_through_the_agents_own_index(server_url):
+    """(b) asks an agent that has a partial index of its own with that index's predicate, so
+    the raw ANN figure is an ANN scan and not the exact plan; other agents get no predicate."""
+    from pyrecall.bench._scratch import scratch_database
+
+    synth = latency.Synth(5)
+    agents = latency.plan_agents(synth, latency.agent_sizes(1500, 3))
+    big, small = agents[0], agents[-1]
+    with scratch_database(server_url) as url, _connect(url) as conn:
+        latency.load(conn, synth, agents)
+        latency.set_embeddings(conn, synth, agents)
+        conn.execute("update recall.config set value = %s where key = 'agent_index_min_rows'",
+                     [str(small.size + 1)])
+        latency.build_index(conn)
+        index = conn.execute("select v.index_oid::regclass::text "
+                             "from recall._agent_vector_index(%s) v", [big.agent_id]).fetchone()[0]
+        assert index is not None
+        assert conn.execute("select index_oid from recall._agent_vector_index(%s)",
+                            [small.agent_id]).fetchone()[0] is None
+        q = synth.vectors(big.topics[:1], np.array([0]))[0]
+        with conn.transaction():
+            conn.execute("set local enable_sort = off")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "explain " + latency._ann_query(conn, big.agent_id),
+                {"q": q, "agent": big.agent_id}).fetchall())
+        assert f"Index Scan using {index.split('.')[-1]}" in plan, plan
+        assert "hashtextextended" not in latency._ann_query(conn, small.agent_id)
