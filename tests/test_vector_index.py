@@ -514,7 +514,10 @@ def test_vectors_are_stored_inline_unless_configured_otherwise(conn):
     assert storage(conn, "recall.chunks", "embedding") == "m"
     assert storage(conn, "recall.sessions", "summary_embedding") == "m"
     # a chunk of 700 incompressible characters: row > 2 kB, and the vector is its largest value
-    # (pgvector's default would move it out first); with main the text goes to TOAST instead
+    # (pgvector's default would move it out first); with main the text goes to TOAST instead.
+    # Under 005's toast_tuple_target (8160) such a row stays whole: back to PostgreSQL's 2 kB
+    # target here, so that the storage alone decides (test_migrations covers the target)
+    conn.execute("alter table recall.chunks reset (toast_tuple_target)")
     _, vecs, _ = load(conn, {"a": 1})
     rng = np.random.default_rng(0)
     text = " ".join("".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 8)) for _ in range(78))
@@ -527,3 +530,22 @@ def test_vectors_are_stored_inline_unless_configured_otherwise(conn):
     assert storage(conn, "recall.sessions", "summary_embedding") == "e"
     conn.execute("update recall.chunks set content = %s || 'x', embedding = %s", [text, vecs[0] * 3])
     assert conn.execute(toasted).fetchone() == (True, False)           # pgvector's default: vector out
+
+
+def test_first_build_without_options_uses_ef_construction_128_and_a_refresh_keeps_the_layout(small):
+    """No options on a first build: HNSW gets ef_construction=128; a refresh without arguments
+    reuses the options last built (an older layout built with pgvector's defaults is not
+    rebuilt), and explicit options win."""
+    conn, *_ = small
+    if has_vectorscale(conn):
+        pytest.skip("vectorscale is installed here: auto means diskann")
+    conn.execute("select recall.create_vector_index()")
+    rows = info(conn)
+    assert rows and all(r["options"] == {"ef_construction": 128} for r in rows)
+    assert all("ef_construction='128'" in r["definition"] for r in rows)
+    conn.execute("select recall.create_vector_index('hnsw', '{}')")        # pgvector's defaults
+    built = {r["index_name"]: r["built_at"] for r in info(conn)}
+    assert all(r["options"] == {} for r in info(conn))
+    assert [r[0] for r in conn.execute("select * from recall.vector_index_ddl()")
+            if "create index" in r[0]] == []                             # refresh: up to date
+    assert {r["index_name"]: r["built_at"] for r in info(conn)} == built
