@@ -349,6 +349,20 @@ begin
 end
 $$;
 
+-- _vector_index_default_options: the options of a first build when none are given. HNSW:
+-- ef_construction 128 (pgvector's default is 64). With 64, one per-agent graph of the 1M
+-- benchmark (a 67k-chunk agent, clustered vectors) left a query at recall@10 0.0-0.1 whatever
+-- ef_search (200-600): its cluster was not reachable. Rebuilt with 128: recall@10 1.0 on 78
+-- queries, build 12.0 -> 12.4 s (docs/DBA.md). A refresh keeps the options last built, so
+-- an existing layout is not rebuilt by this default; explicit options, '{}' included, win.
+create or replace function recall._vector_index_default_options(method text)
+returns jsonb
+language sql immutable
+set search_path to pg_catalog, pg_temp
+as $$
+  select case when method = 'hnsw' then '{"ef_construction": 128}'::jsonb else '{}'::jsonb end
+$$;
+
 -- vector_index_ddl: the statements that bring the ANN indexes to the layout asked (see the
 -- header), to run in order, each outside a transaction block. NULL arguments mean "as last
 -- built" (recall.config 'vector_index'), else auto / '{}' / 'agents': with no arguments this
@@ -366,7 +380,8 @@ as $$
 declare
   conf jsonb := (select value from recall.config where key = 'vector_index');
   am text := recall._vector_index_method(coalesce(method, conf ->> 'method', 'auto'));
-  opts jsonb := coalesce(options, case when conf ->> 'method' = am then conf -> 'options' end, '{}');
+  opts jsonb := coalesce(options, case when conf ->> 'method' = am then conf -> 'options' end,
+                         recall._vector_index_default_options(am));
   sc text := lower(coalesce(scope, conf ->> 'scope', 'agents'));
   rel text[] := recall._vector_index_reloptions(am, opts);
   min_rows int := coalesce((select value::int from recall.config where key = 'agent_index_min_rows'), 2000);
