@@ -302,7 +302,7 @@ def peers_cmd(n_chunks, n_agents, queries_per_class, peers, seed, as_json, dsn, 
         if "error" in r:
             table.add_row(peer, r["error"], "", "", "", "")
             continue
-        for q in ("vector_filtered", "hybrid_filtered"):
+        for q in ("vector_filtered", "vector_filtered_refined", "hybrid_filtered"):
             if q in r:
                 s = r[q]
                 if "error" in s:
