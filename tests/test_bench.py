@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from pyrecall.bench import latency, locomo
 from pyrecall.bench.locomo import _connect
 from pyrecall.cli import main
 
-LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+LOCOMO = Path(os.environ.get("PYRECALL_LOCOMO_DATA") or
+              Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo-dev.json")
+SAMPLE = Path(__file__).resolve().parent / "fixtures" / "locomo_format_sample.json"
 
 
 @pytest.mark.parametrize("raw, ids, bad", [
@@ -87,15 +90,8 @@ def _in_unit(x):
     return isinstance(x, float | int) and 0.0 <= x <= 1.0
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not LOCOMO.exists(), reason=f"{LOCOMO} is not there")
-def test_bench_locomo_one_conversation(server_url):
-    result = CliRunner().invoke(main, [
-        "bench", "locomo", "--data", str(LOCOMO), "--limit-conversations", "1",
-        "--limit-questions", "25", "--json", "--quiet", "--dsn", server_url])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
-    assert report["n_questions"] == 25 and report["n_unparseable_evidence"] >= 0
+def _check_locomo_report(report: dict, n_questions: int) -> None:
+    assert report["n_questions"] == n_questions and report["n_unparseable_evidence"] >= 0
     assert set(report["methods"]) == {"dense", "text", "hybrid_recall", "session_recall"}
     keys = {"recall@5", "recall@10", "recall@20", "all@10", "session_recall@5", "mrr"}
     for r in report["methods"].values():
@@ -104,7 +100,33 @@ def test_bench_locomo_one_conversation(server_url):
         assert set(r["by_category"]) <= {"1", "2", "3", "4"}
         for c in r["by_category"].values():
             assert all(_in_unit(c[k]) for k in keys) and c["n"] > 0
-    assert sum(c["n"] for c in report["methods"]["dense"]["by_category"].values()) == 25
+    assert sum(c["n"] for c in report["methods"]["dense"]["by_category"].values()) == n_questions
+
+
+def _bench_locomo(server_url: str, data: Path, *extra: str) -> dict:
+    result = CliRunner().invoke(main, [
+        "bench", "locomo", "--data", str(data), *extra, "--json", "--quiet", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.slow
+def test_bench_locomo_on_a_file_of_the_same_format(server_url):
+    """Always runs: a small conversation of our own in LoCoMo's format (4 dated sessions, a
+    shared photo, 11 askable questions of categories 1-4, one unparseable evidence id, a
+    category-5 question and one without evidence, which are not asked)."""
+    report = _bench_locomo(server_url, SAMPLE)
+    _check_locomo_report(report, 11)
+    assert report["n_unparseable_evidence"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCOMO.exists(), reason=f"the LoCoMo data is not at {LOCOMO} "
+                    "(set PYRECALL_LOCOMO_DATA); the same code runs on tests/fixtures above")
+def test_bench_locomo_one_conversation(server_url):
+    report = _bench_locomo(server_url, LOCOMO, "--limit-conversations", "1",
+                           "--limit-questions", "25")
+    _check_locomo_report(report, 25)
 
 
 @pytest.mark.slow
