@@ -374,8 +374,7 @@ def measure(conn: psycopg.Connection, queries: dict[str, list[Query]], *, ef_sea
     advance = progress("querying", total * 2) if progress else None
     conn.execute("set hnsw.iterative_scan = relaxed_order")
     conn.execute(f"set hnsw.ef_search = {int(ef_search)}")
-    ann_of = {q.agent.agent_id: _ann_query(conn, q.agent.agent_id)
-              for qs in queries.values() for q in qs}
+    ann_of = {a: _ann_query(conn, a) for a in {q.agent.agent_id for qs in queries.values() for q in qs}}
     per: dict[str, dict[str, list]] = {}
     for rnd in range(2):                      # round 0 warms the caches; round 1 is measured
         for cls, qs in queries.items():

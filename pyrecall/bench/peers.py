@@ -78,20 +78,14 @@ def lancedb_run(rows: dict[str, Any], queries, truth, workdir: str) -> dict[str,
     table.create_index(metric="cosine", vector_column_name="vector")
     index_s = time.perf_counter() - t
 
-    def vector_only(q):
-        res = (table.search(q.vector, vector_column_name="vector")
-               .where(f"agent_id = '{q.agent.agent_id}'", prefilter=True)
-               .select(["chunk_id"]).limit(10).to_arrow())
-        return res["chunk_id"].to_pylist()
-
-    def vector_refined(q):
-        # LanceDB's knobs for recall: more IVF partitions probed, and the PQ candidates
-        # re-ranked on their full vectors (refine_factor x limit of them)
-        res = (table.search(q.vector, vector_column_name="vector")
-               .where(f"agent_id = '{q.agent.agent_id}'", prefilter=True)
-               .nprobes(LANCE_NPROBES).refine_factor(LANCE_REFINE)
-               .select(["chunk_id"]).limit(10).to_arrow())
-        return res["chunk_id"].to_pylist()
+    def vector_query(q, tuned: bool = False):
+        query = (table.search(q.vector, vector_column_name="vector")
+                 .where(f"agent_id = '{q.agent.agent_id}'", prefilter=True))
+        if tuned:
+            # LanceDB's knobs for recall: more IVF partitions probed, and the PQ candidates
+            # re-ranked on their full vectors (refine_factor x limit of them)
+            query = query.nprobes(LANCE_NPROBES).refine_factor(LANCE_REFINE)
+        return query.select(["chunk_id"]).limit(10).to_arrow()["chunk_id"].to_pylist()
 
     def hybrid(q):
         res = (table.search(query_type="hybrid", vector_column_name="vector")
@@ -102,9 +96,9 @@ def lancedb_run(rows: dict[str, Any], queries, truth, workdir: str) -> dict[str,
 
     out = {"version": lancedb.__version__, "insert_s": round(insert_s, 2),
            "rows_per_s": round(n / insert_s, 1), "index_s": round(index_s, 2),
-           "vector_filtered": _measure(queries, truth, vector_only),
+           "vector_filtered": _measure(queries, truth, vector_query),
            "vector_filtered_refined": {"nprobes": LANCE_NPROBES, "refine_factor": LANCE_REFINE,
-                                       **_measure(queries, truth, vector_refined)}}
+                                       **_measure(queries, truth, lambda q: vector_query(q, tuned=True))}}
     try:
         out["hybrid_filtered"] = _measure(queries, truth, hybrid)
     except Exception as exc:  # report, do not hide, a peer's failure
