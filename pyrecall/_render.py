@@ -221,8 +221,9 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
             out.extend(_failure_items(rows, infos, scope) if key == "failures"
                        else [_item(m, infos.get(m.session_id), scope=scope) for m in rows])
     elif by_session:
+        # sessions in session_recall's order (session_rank), else by their best row
         order: list[str] = []
-        for m in result.memories:
+        for m in sorted(result.memories, key=lambda m: m.section if isinstance(m.section, int) else 0):
             if m.session_id not in order:
                 order.append(m.session_id)
         for sid in order:

@@ -36,11 +36,11 @@ def add_chunk(conn, text, *, agent="a1", session=None, vec=None, age_days=1.0, i
     return cid
 
 
-def recall(conn, **kw):
+def recall(conn, fn="hybrid_recall", **kw):
     kw.setdefault("agent_id", "a1")
     kw.setdefault("as_of", AS_OF)
     names = ", ".join(f"{k} => %({k})s" for k in kw)
-    return conn.execute(f"select * from recall.hybrid_recall({names})", kw).fetchall()
+    return conn.execute(f"select * from recall.{fn}({names})", kw).fetchall()
 
 
 def ids(rows):
@@ -64,16 +64,77 @@ def test_pure_vector_ranking_is_brute_force_cosine_order(conn):
     assert [r[5] for r in rows] == pytest.approx([r[6] for r in rows])
 
 
-def test_pure_text_ranking(conn):
+def test_v2_pure_text_ranking_is_ts_rank_cd(conn):
     a = add_chunk(conn, "docker docker docker compose")
     b = add_chunk(conn, "docker once, and then a long story about something else entirely")
     add_chunk(conn, "nothing relevant here")
-    rows = recall(conn, query_text="docker", **ONLY_TEXT)
+    rows = recall(conn, "hybrid_recall_v2", query_text="docker", **ONLY_TEXT)
     assert ids(rows) == [a, b]
     ranks = conn.execute(
         "select ts_rank_cd(tsv, to_tsquery('english', 'docker'), 1) from recall.chunks "
         "where chunk_id = any(%s) order by chunk_id", [[a, b]]).fetchall()
     assert [r[7] for r in rows] == pytest.approx([r / (r + 0.1) for (r,) in ranks])
+
+
+def lengths(conn, agent="a1"):
+    """length(tsv) of each chunk of an agent, and their mean (the text plan's avg_len)."""
+    rows = conn.execute("select chunk_id, length(tsv) from recall.chunks where agent_id = %s", [agent]).fetchall()
+    return dict(rows), sum(n for _, n in rows) / len(rows)
+
+
+def test_pure_text_ranking_is_bm25_with_idf(conn):
+    """v3's text_rank by hand: sum of the held words' idf over all words' idf, times
+    1.6 / (1.6 + 0.6 * length / mean length); idf = ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    a = add_chunk(conn, "docker docker docker compose")
+    b = add_chunk(conn, "docker once, and then a long story about something else entirely")
+    add_chunk(conn, "nothing relevant here")
+    length, mean = lengths(conn)
+    norm = {cid: 1.6 / (1.6 + 0.6 * n / mean) for cid, n in length.items()}
+
+    rows = recall(conn, query_text="docker", **ONLY_TEXT)     # one word: its idf cancels out
+    assert ids(rows) == [a, b]                                 # b is longer
+    assert [r[7] for r in rows] == pytest.approx([norm[a], norm[b]])
+
+    idf_docker, idf_compose = math.log(1 + 1.5 / 2.5), math.log(1 + 2.5 / 1.5)   # N = 3; df 2 and 1
+    rows = recall(conn, query_text="docker compose", **ONLY_TEXT)
+    assert ids(rows) == [a, b]
+    assert [r[7] for r in rows] == pytest.approx(
+        [norm[a], idf_docker / (idf_docker + idf_compose) * norm[b]])
+    assert all(0 < r[7] <= 1 for r in rows)
+
+
+def test_a_rare_word_outweighs_a_common_one(conn):
+    """ts_rank_cd (v2) has no IDF: the chunk repeating the commoner word wins there. BM25 (v3)
+    ranks the chunk holding the rare word first."""
+    for i in range(28):    # 'deploy' in 11 of 31 chunks (35%: kept in the query), 'kubernetes' in 2
+        add_chunk(conn, ("deploy " if i < 10 else "") + f"routine note {i}", age_days=i + 2)
+    common = add_chunk(conn, "deploy deploy deploy the service", age_days=1)
+    rare = add_chunk(conn, "kubernetes cluster upgraded", age_days=1)
+    add_chunk(conn, "kubernetes again, in a longer note about other things entirely", age_days=40,
+              session="other")
+    assert conn.execute("select lexemes from recall._text_plan_v3('a1', 'deploy kubernetes')"
+                        ).fetchone()[0] == ["deploy", "kubernet"]
+    v3 = ids(recall(conn, query_text="deploy kubernetes", k=40, **ONLY_TEXT))
+    v2 = ids(recall(conn, "hybrid_recall_v2", query_text="deploy kubernetes", k=40, **ONLY_TEXT))
+    assert v3[0] == rare and v3.index(rare) < v3.index(common)
+    assert v2[0] == common and v2.index(common) < v2.index(rare)
+    assert len(v3) == len(v2) == 13     # the same 13 matches, in another order
+
+
+def test_vector_candidates_get_their_text_rank_too(conn):
+    """A chunk that only the vector arm brings (its word is too common to be matched) is still
+    scored with every word of the query."""
+    for i in range(30):    # 'painting' in 10 of 30 chunks, 'guitar' in 3
+        add_chunk(conn, ("guitar " if i < 3 else "") + ("painting " if i % 3 == 0 else "") + f"note {i}",
+                  age_days=i, vec=unit(0, 1))
+    target = add_chunk(conn, "painting by the lake", age_days=0.5, vec=unit(1, 0.01))
+    set_config(conn, "text_match_max_rows", "5")          # 'painting' is not matched, only ranked
+    assert text_plan(conn, "guitar painting")[1] == "'guitar'"
+    rows = recall(conn, query_text="guitar painting", query_embedding=unit(1, 0), k=40,
+                  vector_weight=1, text_weight=1, recency_weight=0, importance_weight=0)
+    by_id = {r[0]: r for r in rows}
+    assert rows[0][0] == target and by_id[target][7] > 0
+    assert all(r[7] == 0 for r in rows if "guitar" not in r[3] and "painting" not in r[3])
 
 
 def test_text_query_matches_any_word_unless_websearch_operators(conn):
@@ -229,14 +290,15 @@ def test_k_limits_rows(conn):
     assert len(recall(conn, query_text="deploy", k=4)) == 4
 
 
-def test_stable_name_equals_v1(conn):
+def test_stable_name_is_the_newest_version_and_old_versions_stay_callable(conn):
     for i in range(5):
         add_chunk(conn, f"deploy {i} times", vec=unit(*([0] * i + [1])), session=f"v{i}")
     args = dict(agent_id="a1", query_text="deploy", query_embedding=unit(1, 2), as_of=AS_OF)
     names = ", ".join(f"{k} => %({k})s" for k in args)
-    v1 = conn.execute(f"select * from recall.hybrid_recall_v1({names})", args).fetchall()
-    assert v1 == conn.execute(f"select * from recall.hybrid_recall({names})", args).fetchall()
-    assert len(v1) == 5
+    got = {v: conn.execute(f"select * from recall.hybrid_recall{v}({names})", args).fetchall()
+           for v in ("", "_v1", "_v2", "_v3")}
+    assert got[""] == got["_v3"] and len(got[""]) == 5
+    assert all(len(rows) == 5 for rows in got.values())
 
 
 BAD = [

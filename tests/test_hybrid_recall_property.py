@@ -2,12 +2,15 @@
 random queries over one random data set.
 
 The reference takes the per-chunk primitives from PostgreSQL (cosine distance, ts_rank_cd,
-whether the tsquery matches) so that floating-point details cannot differ, and re-implements
-everything the function decides: both candidate arms with their filters, the fusion, min
-similarity, the near-duplicate rule, the order, k and the token budget.
+whether a tsquery matches, length(tsv)) and v3's text plan (recall._text_plan_v3, tested on
+its own in tests/test_hybrid_recall.py) so that floating-point details cannot differ, and
+re-implements everything the function decides: both candidate arms with their filters, v3's
+BM25 text_rank with document frequencies counted among the hits, the fusion, min similarity,
+the near-duplicate rule, the order, k and the token budget.
 """
 
 import json
+import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -67,10 +70,45 @@ def dataset(server_url, template_url):
 TEXT_QUERY = {"v1": "recall._text_query(%(t)s)", "v2": "recall._text_query_v2(%(a)s, %(t)s)"}
 
 
-def reference(conn, chunks, pair_cos, a, version="v2"):
+def bm25_ranks(conn, a, passes, chunks):
+    """v3's text arm in Python: the hits of match_q, and text_rank for every chunk."""
+    plan = conn.execute("select rank_q::text, match_q::text, agent_rows, lexemes, shares, matchable, avg_len "
+                        "from recall._text_plan_v3(%s, %s)", [a["agent_id"], a["query_text"]]).fetchone()
+    rank_q, match_q, agent_rows, lexemes, shares, matchable, avg_len = plan
+    words = lexemes or []
+    prim = {}
+    for cid, length, match, held, cd in conn.execute(
+            "select chunk_id, length(tsv), coalesce(tsv @@ %(m)s::tsquery, false), "
+            "array(select coalesce(tsv @@ quote_literal(w)::tsquery, false) from unnest(%(w)s::text[]) w), "
+            "case when tsv @@ %(r)s::tsquery then ts_rank_cd(tsv, %(r)s::tsquery, 1) else 0 end "
+            "from recall.chunks", {"m": match_q, "w": words, "r": rank_q}).fetchall():
+        prim[cid] = (length, match, held, cd)
+    hits = [cid for cid, c in chunks.items() if passes(c) and prim[cid][1]]
+    df = [sum(prim[h][2][i] for h in hits) if matchable[i] else shares[i] * agent_rows
+          for i in range(len(words))]
+    n = max(agent_rows or 0, max(df, default=0), 1)
+    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
+    total = sum(idf)
+
+    def text_rank(cid):
+        length, _, held, cd = prim[cid]
+        if lexemes is not None:
+            if not total:
+                return 0.0
+            s = 0.0
+            for i in range(len(words)):    # the database's order: by word
+                if held[i]:
+                    s += idf[i]
+            return s / total * 1.6 / (1.6 + 0.6 * length / max(avg_len, 1))
+        return cd / (cd + 0.1) if cd else 0.0
+
+    return hits, text_rank
+
+
+def reference(conn, chunks, pair_cos, a, version="v3"):
     """What hybrid_recall must return, decided in Python."""
     q_emb, q_text = a["query_embedding"], a["query_text"]
-    tsq = TEXT_QUERY[version]
+    tsq = TEXT_QUERY.get(version, TEXT_QUERY["v2"])
     prim = {cid: {"dist": d, "match": m, "rank": r} for cid, d, m, r in conn.execute(
         "select chunk_id, case when %(e)s::vector is not null and embedding is not null then embedding <=> %(e)s::vector end, "
         f"coalesce(tsv @@ {tsq}, false), ts_rank_cd(tsv, {tsq}, 1) "
@@ -87,13 +125,20 @@ def reference(conn, chunks, pair_cos, a, version="v2"):
     pool = [c for c in chunks.values() if passes(c)]
     n = a["candidates"]
     vec = sorted((c for c in pool if prim[c["id"]]["dist"] is not None), key=lambda c: (prim[c["id"]]["dist"], c["id"]))[:n] if q_emb is not None else []
-    txt = sorted((c for c in pool if prim[c["id"]]["match"]), key=lambda c: (-prim[c["id"]]["rank"], c["id"]))[:n]
+    if version == "v3":
+        hits, text_rank = bm25_ranks(conn, a, passes, chunks)
+        txt = sorted((chunks[h] for h in hits), key=lambda c: (-text_rank(c["id"]), c["id"]))[:n]
+    else:
+        txt = sorted((c for c in pool if prim[c["id"]]["match"]), key=lambda c: (-prim[c["id"]]["rank"], c["id"]))[:n]
     cands = {c["id"]: c for c in vec + txt}
     scored = []
     for cid, c in cands.items():
         p = prim[cid]
         sim = None if p["dist"] is None else 1 - p["dist"]
-        tr = p["rank"] / (p["rank"] + 0.1) if p["match"] else 0.0
+        if version == "v3":
+            tr = text_rank(cid)
+        else:
+            tr = p["rank"] / (p["rank"] + 0.1) if p["match"] else 0.0
         age = max((AS_OF - c["created"]).total_seconds(), 0)
         rec = 0.5 ** (age / a["half_life"].total_seconds())
         score = (a["vector_weight"] * (sim or 0) + a["text_weight"] * tr
@@ -147,6 +192,7 @@ def random_args(rng, base):
 
 
 @pytest.mark.parametrize("function,seed", [("hybrid_recall", s) for s in range(300)]
+                         + [("hybrid_recall_v2", s) for s in range(100)]
                          + [("hybrid_recall_v1", s) for s in range(100)])
 def test_matches_reference(dataset, function, seed):
     conn, chunks, pair_cos, base = dataset
@@ -154,7 +200,7 @@ def test_matches_reference(dataset, function, seed):
     a = random_args(rng, base)
     names = ", ".join(f"{k} => %({k})s" for k in a)
     got = conn.execute(f"select chunk_id, score, cumulative_tokens from recall.{function}({names})", a).fetchall()
-    want = reference(conn, chunks, pair_cos, a, "v1" if function.endswith("_v1") else "v2")
+    want = reference(conn, chunks, pair_cos, a, function[-2:] if function[-3:-2] == "_" else "v3")
     assert [g[0] for g in got] == [w[0] for w in want]
     assert [g[1] for g in got] == pytest.approx([w[1] for w in want], rel=1e-6, abs=1e-7)
     assert [g[2] for g in got] == [w[2] for w in want]

@@ -144,7 +144,7 @@ def by_name(target: str, chunk_ids: dict[str, list[int]]) -> dict[str, object]:
         "p_dedup": 0.95,
         "project": "shop", "branch": "main", "as_of": AS_OF, "only_stale": False,
         "exclude_session_id": None, "p_exclude_session_id": None, "p_filter": None, "p_kinds": None,
-        "p_since": None, "p_until": None,
+        "p_since": None, "p_until": None, "p_also": ids,
     }
 
 
@@ -152,7 +152,7 @@ BY_TYPE = {  # a value for a required parameter no name above covers
     "text": "docker", "integer": 3, "bigint": 1, "boolean": False, "double precision": 0.5,
     "jsonb": Jsonb({}), "interval": timedelta(days=30), "timestamp with time zone": AS_OF,
     "tsquery": "docker", "vector": QUERY, "text[]": ["docker"], "integer[]": [0],
-    "bigint[]": [1], "double precision[]": [1.0], "recall.messages": None,
+    "bigint[]": [1], "double precision[]": [1.0], "boolean[]": [True], "recall.messages": None,
 }
 
 

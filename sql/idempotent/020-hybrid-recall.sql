@@ -636,7 +636,364 @@ session_recall@5 0.743 -> 0.787, docs/BENCHMARKS.md); recency never raises an un
 (v1: NaN, which sorted first); dedup_similarity NaN or NULL is refused.
 $c$;
 
--- hybrid_recall: the stable name; today it is v2
+-- _text_plan_v3: _text_plan_v2's plan, with what _text_arm_v3 needs to weigh each word by its
+-- inverse document frequency. rank_q, match_q and agent_rows are v2's (the words found in more
+-- than text_common_share of the agent's chunks leave the query; match_q holds the words
+-- expected in at most text_match_max_rows chunks, or the rarest), and:
+--   lexemes    the words of rank_q (NULL for a websearch query, which is ranked as v2 ranks it)
+--   shares     each word's share of the sampled chunks
+--   matchable  whether the word is in match_q: then every chunk holding it is a text hit, and
+--              its document frequency is counted exactly among the hits
+--   avg_len    the mean number of distinct words (length(tsv)) of the sampled chunks
+-- When the agent has fewer than 20 chunks, or every word is common, every word is kept and
+-- matched (as in v2); IDF, not dropping, then tells the words apart.
+create or replace function recall._text_plan_v3(p_agent_id text, query_text text,
+                                                out rank_q tsquery, out match_q tsquery,
+                                                out agent_rows float8, out lexemes text[],
+                                                out shares float8[], out matchable bool[],
+                                                out avg_len float8)
+language sql stable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  with
+  conf as (
+    select coalesce(max(value::float8) filter (where key = 'text_common_share'), 0.5) as common_share,
+           coalesce(max(value::int) filter (where key = 'text_df_sample'), 100) as sample_size,
+           coalesce(max(value::float8) filter (where key = 'text_match_max_rows'), 5000) as match_max
+    from recall.config
+    where key in ('text_common_share', 'text_df_sample', 'text_match_max_rows')
+  ),
+  words as (
+    select distinct w.lexeme, quote_literal(w.lexeme)::tsquery as q
+    from unnest(to_tsvector('english', query_text)) w
+    where query_text is not null and query_text !~ '"|(^|\s)-\w'
+  ),
+  -- the agent's newest chunks: the B-tree (agent_id, created_at) gives them in order
+  sample as (
+    select strip(c.tsv) as tsv, c.created_at
+    from recall.chunks c
+    where c.agent_id = p_agent_id and exists (select from words)
+    order by c.created_at desc
+    limit (select sample_size from conf)
+  ),
+  sampled as (
+    select count(*) as n, min(created_at) as oldest_sampled, max(created_at) as newest,
+           avg(length(tsv))::float8 as avg_len
+    from sample
+  ),
+  -- the agent's size: the sample itself when it is not full, else extrapolated over time
+  size_ as (
+    select case
+      when s.n = 0 then null
+      when s.n < conf.sample_size then s.n::float8
+      else s.n * greatest(1, extract(epoch from s.newest - (select min(c.created_at) from recall.chunks c
+                                                             where c.agent_id = p_agent_id))
+                             / greatest(extract(epoch from s.newest - s.oldest_sampled), 1))::float8
+    end as n
+    from sampled s, conf
+  ),
+  share as (
+    select w.lexeme,
+           (select count(*) from sample s where s.tsv @@ w.q)::float8 / greatest(sampled.n, 1) as share
+    from words w, sampled
+  ),
+  -- too few chunks to tell, or every word is common: every word is kept, and matched
+  fallback as (
+    select (select n from sampled) < 20
+           or not exists (select from share s, conf where s.share <= conf.common_share) as yes
+  ),
+  kept as (
+    select s.lexeme, s.share,
+           f.yes or s.share * size_.n <= conf.match_max as matchable,
+           row_number() over (order by s.share, s.lexeme) as rarity
+    from share s, conf, size_, fallback f
+    where f.yes or s.share <= conf.common_share
+  ),
+  plan as (
+    select string_agg(quote_literal(lexeme), ' | ' order by lexeme)::tsquery as rank_q,
+           coalesce(string_agg(quote_literal(lexeme), ' | ' order by lexeme) filter (where matchable),
+                    max(quote_literal(lexeme)) filter (where rarity = 1))::tsquery as match_q,
+           array_agg(lexeme order by lexeme) as lexemes,
+           array_agg(share order by lexeme) as shares,
+           array_agg(matchable or rarity = 1 order by lexeme) as matchable
+    from kept
+  )
+  -- no word to look up (stop words only, or a websearch query): _text_query's tsquery
+  select coalesce(p.rank_q, recall._text_query(query_text)),
+         coalesce(p.match_q, recall._text_query(query_text)),
+         (select n from size_), p.lexemes, p.shares, p.matchable,
+         (select s.avg_len from sampled s)
+  from plan p
+$$;
+
+-- _text_arm_v3: the top p_n chunks of one agent by text_rank among those matching p_match, and
+-- the text_rank of the chunks in p_also (the vector arm's candidates), in one pass: each word's
+-- IDF is known only once the hits are read.
+--
+-- text_rank = (sum of idf(w) over the query words w the chunk holds) / (sum over all of them)
+--             * 1.6 / (1.6 + 0.6 * length(tsv) / avg_len)
+-- which is BM25 (k1 = 1.2, b = 0.5) with each word counted once, divided by its value for a
+-- chunk of no length that holds every word: in [0, 1]. idf(w) = ln(1 + (N - df + 0.5) /
+-- (df + 0.5)); N = the agent's estimated size (at least the largest df); df = the number of
+-- hits holding w for a matchable word (exact: every chunk holding it is a hit, less those the
+-- filters exclude), else its sampled share x N. A websearch query (no lexemes) is ranked as
+-- v2 ranks it: r / (r + 0.1), r = ts_rank_cd(tsv, p_rank, 1).
+-- How hits are read (B-tree scan of a small agent, else the GIN index): as _text_arm_v2.
+create or replace function recall._text_arm_v3(
+  p_agent_id text, p_match tsquery, p_rank tsquery, p_agent_rows float8, p_lexemes text[],
+  p_shares float8[], p_matchable bool[], p_avg_len float8, p_n int, p_also bigint[],
+  p_exclude_session_id text, p_filter jsonb, p_kinds text[], p_since timestamptz,
+  p_until timestamptz)
+returns table (chunk_id bigint, text_rank float8)
+language sql stable rows 200
+set search_path to pg_catalog, pg_temp
+as $$
+  with
+  scan_max as (
+    select coalesce((select value::float8 from recall.config where key = 'text_scan_max_rows'), 2000) as n
+  ),
+  hits as materialized (
+    -- a small agent: its rows by the B-tree, each tested (coalesce() keeps the GIN index out)
+    select c.chunk_id, c.tsv
+    from recall.chunks c
+    where p_match is not null and p_agent_rows <= (select n from scan_max)
+      and c.agent_id = p_agent_id
+      and coalesce(c.tsv, ''::tsvector) @@ p_match
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filter is null or c.metadata @> p_filter)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+    union all
+    -- a larger one (or one of unknown size): the GIN index
+    select c.chunk_id, c.tsv
+    from recall.chunks c
+    where p_match is not null and not coalesce(p_agent_rows <= (select n from scan_max), false)
+      and c.tsv @@ p_match
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filter is null or c.metadata @> p_filter)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+  ),
+  -- the chunks to score: the hits, and the other arm's candidates that are not hits
+  pool as materialized (
+    select h.chunk_id, h.tsv, true as hit from hits h
+    union all
+    select c.chunk_id, c.tsv, false
+    from recall.chunks c
+    where c.chunk_id = any (p_also) and c.agent_id = p_agent_id
+      and not exists (select from hits h where h.chunk_id = c.chunk_id)
+  ),
+  words as (
+    select u.i, quote_literal(u.lexeme)::tsquery as q, u.share, u.matchable
+    from unnest(p_lexemes, p_shares, p_matchable) with ordinality as u(lexeme, share, matchable, i)
+  ),
+  -- which chunk holds which word: each pair tested once
+  holds as (
+    select p.chunk_id, p.hit, w.i
+    from pool p
+    join words w on p.tsv @@ w.q
+  ),
+  df as (
+    select w.i,
+           case when w.matchable then (select count(*) from holds h where h.i = w.i and h.hit)::float8
+                else w.share * p_agent_rows end as df
+    from words w
+  ),
+  n_ as (
+    select greatest(coalesce(p_agent_rows, 0), (select coalesce(max(d.df), 0) from df d), 1) as n
+  ),
+  idf as (
+    select d.i, ln(1 + (n_.n - d.df + 0.5) / (d.df + 0.5)) as idf
+    from df d, n_
+  ),
+  held as (
+    select h.chunk_id, sum(i.idf order by i.i) as idf   -- (one order: equal sets, equal sums)
+    from holds h
+    join idf i on i.i = h.i
+    group by h.chunk_id
+  ),
+  scored as (
+    select p.chunk_id, p.hit,
+           case
+             when p_lexemes is not null then
+               coalesce(x.idf, 0) / nullif((select sum(i.idf order by i.i) from idf i), 0)
+               * 1.6 / (1.6 + 0.6 * length(p.tsv) / greatest(p_avg_len, 1))
+             when p_rank is not null and p.tsv @@ p_rank then
+               ts_rank_cd(p.tsv, p_rank, 1) / (ts_rank_cd(p.tsv, p_rank, 1) + 0.1)
+             else 0
+           end::float8 as text_rank
+    from pool p
+    left join held x on x.chunk_id = p.chunk_id
+  ),
+  ranked as (
+    select s.*, row_number() over (partition by s.hit order by s.text_rank desc, s.chunk_id) as r
+    from scored s
+  )
+  select r.chunk_id, coalesce(r.text_rank, 0)
+  from ranked r
+  where r.r <= p_n or not r.hit or r.chunk_id = any (p_also)
+$$;
+
+-- hybrid_recall_v3: see the COMMENT below for the contract
+create or replace function recall.hybrid_recall_v3(
+  agent_id           text,
+  query_text         text        default null,
+  query_embedding    vector      default null,
+  k                  int         default 10,
+  token_budget       int         default null,
+  exclude_session_id text        default null,
+  min_similarity     float8       default null,
+  filter             jsonb       default null,
+  kinds              text[]      default null,
+  since              timestamptz default null,
+  until              timestamptz default null,
+  vector_weight      float8       default 0.5,
+  text_weight        float8       default 0.5,
+  recency_weight     float8       default 0.025,
+  importance_weight  float8       default 0.05,
+  half_life          interval    default '30 days',
+  candidates         int         default 100,
+  as_of              timestamptz default null,
+  dedup_similarity   float8       default 0.95)
+returns table (
+  chunk_id          bigint,
+  session_id        text,
+  kind              text,
+  content           text,
+  created_at        timestamptz,
+  score             double precision,
+  similarity        double precision,
+  text_rank         double precision,
+  recency           double precision,
+  importance        double precision,
+  n_tokens          int,
+  cumulative_tokens bigint,
+  metadata          jsonb,
+  message_ids       bigint[])
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  plan record;
+  vector_ids bigint[];
+  now_ts timestamptz := coalesce(hybrid_recall_v3.as_of, now());
+  half_life_s float8;
+begin
+  perform recall._check_recall_args(
+    hybrid_recall_v3.agent_id, hybrid_recall_v3.query_text, hybrid_recall_v3.query_embedding,
+    hybrid_recall_v3.k, hybrid_recall_v3.token_budget, hybrid_recall_v3.min_similarity,
+    hybrid_recall_v3.filter, hybrid_recall_v3.since, hybrid_recall_v3.until,
+    array[hybrid_recall_v3.vector_weight, hybrid_recall_v3.text_weight,
+          hybrid_recall_v3.recency_weight, hybrid_recall_v3.importance_weight],
+    hybrid_recall_v3.half_life, hybrid_recall_v3.candidates);
+  if hybrid_recall_v3.dedup_similarity is null or hybrid_recall_v3.dedup_similarity = 'NaN' then
+    raise exception 'dedup_similarity must be a number (above 1 turns de-duplication off), got %',
+      coalesce(hybrid_recall_v3.dedup_similarity::text, 'NULL') using errcode = '22023';
+  end if;
+  half_life_s := extract(epoch from hybrid_recall_v3.half_life);
+  select * into plan from recall._text_plan_v3(hybrid_recall_v3.agent_id, hybrid_recall_v3.query_text);
+
+  -- candidates from the vector index: nearest by cosine distance
+  if hybrid_recall_v3.query_embedding is not null then
+    select array_agg(v.chunk_id) into vector_ids
+    from recall._vector_arm(hybrid_recall_v3.agent_id, hybrid_recall_v3.query_embedding,
+                            hybrid_recall_v3.candidates, hybrid_recall_v3.exclude_session_id,
+                            hybrid_recall_v3.filter, hybrid_recall_v3.kinds,
+                            hybrid_recall_v3.since, hybrid_recall_v3.until) v;
+  end if;
+
+  return query
+  with
+  -- candidates from the full-text arm, and the text_rank of every candidate
+  by_text as (
+    select t.chunk_id, t.text_rank
+    from recall._text_arm_v3(hybrid_recall_v3.agent_id, plan.match_q, plan.rank_q, plan.agent_rows,
+                             plan.lexemes, plan.shares, plan.matchable, plan.avg_len,
+                             hybrid_recall_v3.candidates, vector_ids,
+                             hybrid_recall_v3.exclude_session_id, hybrid_recall_v3.filter,
+                             hybrid_recall_v3.kinds, hybrid_recall_v3.since, hybrid_recall_v3.until) t
+  ),
+  -- each candidate once, with its four components
+  components as (
+    select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, c.n_tokens, c.metadata,
+           c.message_ids,
+           recall._similarity(c.embedding, hybrid_recall_v3.query_embedding) as similarity,
+           coalesce(t.text_rank, 0)::double precision as text_rank,
+           recall._recency(extract(epoch from now_ts - c.created_at)::float8, half_life_s) as recency,
+           c.importance::double precision as importance
+    from recall.chunks c
+    left join by_text t on t.chunk_id = c.chunk_id
+    where c.chunk_id = any (coalesce(vector_ids, '{}') || (select array_agg(b.chunk_id) from by_text b))
+  ),
+  -- the weighted sum; a chunk below min_similarity is dropped
+  scored as (
+    select x.*,
+           hybrid_recall_v3.vector_weight * coalesce(x.similarity, 0)
+           + hybrid_recall_v3.text_weight * x.text_rank
+           + hybrid_recall_v3.recency_weight * x.recency
+           + hybrid_recall_v3.importance_weight * x.importance as score
+    from components x
+    where hybrid_recall_v3.min_similarity is null or x.similarity is null
+       or x.similarity >= hybrid_recall_v3.min_similarity
+  ),
+  -- order, near-duplicate removal, k and the token budget: one shared step
+  finished as (
+    select f.*
+    from recall._finish((select array_agg(x.chunk_id) from scored x),
+                        (select array_agg(x.score) from scored x),
+                        hybrid_recall_v3.k, hybrid_recall_v3.token_budget,
+                        hybrid_recall_v3.dedup_similarity) f
+  )
+  select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, x.score, x.similarity,
+         x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
+         x.message_ids
+  from finished f
+  join scored x on x.chunk_id = f.chunk_id
+  order by f.pos;
+end
+$$;
+
+comment on function recall.hybrid_recall_v3 is $c$
+hybrid_recall v3: one agent's chunks ranked for a query.
+Candidates: the top `candidates` chunks by cosine distance (exact scan for agents up to
+recall.config exact_scan_max_rows chunks, else the agent's own ANN index or the table's with
+iterative scan) and the top `candidates` by text_rank among the chunks holding one of the
+query's rarer words (those expected in at most text_match_max_rows = 5000 of the agent's
+chunks, else the rarest; recall._text_plan_v3); every filter (agent, exclude_session_id,
+filter @> metadata, kinds, since <= created_at < until) applies inside both arms.
+Components, each in [0, 1] (similarity in [-1, 1]):
+  similarity = 1 - cosine distance (NULL without an embedding on either side, or when
+               either is all zeros)
+  text_rank  = BM25 with inverse document frequency within the agent, each word counted once,
+               scaled to [0, 1] (recall._text_arm_v3):
+               (sum of idf(w) over the query words w the chunk holds) / (sum over all of them)
+               * 1.6 / (1.6 + 0.6 * length(tsv) / the agent's mean length(tsv));
+               idf(w) = ln(1 + (N - df + 0.5) / (df + 0.5)), N the agent's chunks, df those
+               holding w. The query words: the query's words less those found in more than
+               half of the agent's chunks (estimated on its newest 100). A query with
+               "phrases" or -exclusions is matched as websearch_to_tsquery reads it and ranked
+               r / (r + 0.1), r = ts_rank_cd(tsv, q, 1), as in v2. 0 = no match.
+  recency    = 0.5 ^ (age / half_life), age = as_of (default now()) - created_at, >= 0;
+               exactly 0 past 1000 half-lives
+  importance = the chunk's importance
+score = vector_weight*similarity + text_weight*text_rank + recency_weight*recency
+        + importance_weight*importance (a missing component counts 0).
+Defaults, chosen on the LoCoMo development split (docs/BENCHMARKS.md): vector 0.5, text 0.5,
+recency 0.025 with half_life 30 days, importance 0.05; candidates 100 per arm.
+Rows with similarity < min_similarity are dropped. Among the best max(4k, 40), a row whose text
+equals, or whose embedding is within dedup_similarity cosine of, a better row is dropped.
+Order: score desc, created_at desc, chunk_id desc. cumulative_tokens = running sum of n_tokens
+in that order; with token_budget, rows stop at the first that would exceed it. At most k rows.
+Changes from v2: text_rank is BM25 with IDF (v2: ts_rank_cd, which has none, so a chunk
+matching one common word could outrank one matching the rarest): LoCoMo recall@10 0.812 ->
+0.847, session_recall@5 0.803 -> 0.824 (docs/BENCHMARKS.md).
+$c$;
+
+-- hybrid_recall: the stable name; today it is v3
 create or replace function recall.hybrid_recall(
   agent_id           text,
   query_text         text        default null,
@@ -665,13 +1022,13 @@ returns table (
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.hybrid_recall_v2(
+  select * from recall.hybrid_recall_v3(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
     importance_weight, half_life, candidates, as_of, dedup_similarity)
 $$;
 
 comment on function recall.hybrid_recall is
-  'The stable name of hybrid recall; calls recall.hybrid_recall_v2 (see its comment).';
+  'The stable name of hybrid recall; calls recall.hybrid_recall_v3 (see its comment).';
 
 grant execute on all functions in schema recall to recall_agent, recall_admin;

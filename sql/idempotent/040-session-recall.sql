@@ -335,7 +335,145 @@ the pool scored its best twice and beat sessions with several good ones); NaN we
 refused. LoCoMo (defaults): recall@10 0.735 -> 0.777, session_recall@5 0.743 -> 0.787.
 $c$;
 
--- session_recall: the stable name; today it is v2. v2 added the weight arguments, so v1's
+-- session_recall_v3: two-stage, session-aware recall (see the COMMENT below)
+create or replace function recall.session_recall_v3(
+  agent_id           text,
+  query_text         text        default null,
+  query_embedding    vector      default null,
+  k                  int         default 10,
+  n_sessions         int         default 10,
+  token_budget       int         default null,
+  exclude_session_id text        default null,
+  filter             jsonb       default null,
+  kinds              text[]      default null,
+  since              timestamptz default null,
+  until              timestamptz default null,
+  half_life          interval    default '30 days',
+  as_of              timestamptz default null,
+  candidates         int         default 200,
+  summary_weight     float8      default 0.0,
+  session_weight     float8      default 0.5,
+  dedup_similarity   float8      default 0.95,
+  vector_weight      float8      default 0.5,
+  text_weight        float8      default 0.5,
+  recency_weight     float8      default 0.025,
+  importance_weight  float8      default 0.05)
+returns table (
+  chunk_id bigint, session_id text, kind text, content text, created_at timestamptz,
+  score double precision, similarity double precision, text_rank double precision,
+  recency double precision, importance double precision, n_tokens int,
+  cumulative_tokens bigint, metadata jsonb, message_ids bigint[],
+  session_rank int, session_score double precision)
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  if n_sessions is null or n_sessions < 1 or n_sessions > 100 then
+    raise exception 'n_sessions must be between 1 and 100, got %', coalesce(n_sessions::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if summary_weight is null or summary_weight < 0 or summary_weight in ('NaN', 'Infinity') then
+    raise exception 'summary_weight must be finite and >= 0, got %', coalesce(summary_weight::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if session_weight is null or not (session_weight between 0 and 1) then
+    raise exception 'session_weight must be between 0 and 1, got %', coalesce(session_weight::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if dedup_similarity is null or dedup_similarity = 'NaN' then
+    raise exception 'dedup_similarity must be a number (above 1 turns de-duplication off), got %',
+      coalesce(dedup_similarity::text, 'NULL') using errcode = '22023';
+  end if;
+  -- every other argument is checked by hybrid_recall_v3, with the same messages
+
+  return query
+  with
+  -- stage 0: a wide pool of scored chunks, by hybrid_recall itself with the caller's weights
+  -- (no budget, no de-duplication yet)
+  pool as (
+    select h.*
+    from recall.hybrid_recall_v3(
+      agent_id => session_recall_v3.agent_id, query_text => session_recall_v3.query_text,
+      query_embedding => session_recall_v3.query_embedding, k => 1000,
+      exclude_session_id => session_recall_v3.exclude_session_id,
+      filter => session_recall_v3.filter, kinds => session_recall_v3.kinds,
+      since => session_recall_v3.since, until => session_recall_v3.until,
+      vector_weight => session_recall_v3.vector_weight, text_weight => session_recall_v3.text_weight,
+      recency_weight => session_recall_v3.recency_weight,
+      importance_weight => session_recall_v3.importance_weight,
+      half_life => session_recall_v3.half_life, as_of => session_recall_v3.as_of,
+      candidates => session_recall_v3.candidates,
+      dedup_similarity => 2) h
+  ),
+  -- stage 1: each session by its best chunk and its best three (a missing one counts 0, so a
+  -- session with one lucky chunk does not beat one that keeps talking about the question),
+  -- plus its summary's similarity
+  per_session as (
+    select p.session_id,
+           max(p.score) as best,
+           sum(p.score) filter (where p.r <= 3) / 3 as top3
+    from (select x.session_id, x.score,
+                 row_number() over (partition by x.session_id order by x.score desc) as r
+          from pool x) p
+    group by p.session_id
+  ),
+  sessions_scored as (
+    select ps.session_id,
+           0.5 * ps.best + 0.5 * ps.top3
+           + summary_weight * coalesce(recall._similarity(s.summary_embedding,
+                                                          session_recall_v3.query_embedding), 0)
+             as session_score
+    from per_session ps
+    join recall.sessions s on s.session_id = ps.session_id
+  ),
+  top_sessions as (
+    select x.session_id, x.session_score,
+           row_number() over (order by x.session_score desc, x.session_id)::int as session_rank
+    from sessions_scored x
+    order by session_rank
+    limit n_sessions
+  ),
+  -- stage 2: the chunks of the chosen sessions, re-scored with their session's score
+  reranked as (
+    select p.*, t.session_rank, t.session_score,
+           (1 - session_weight) * p.score + session_weight * t.session_score as final_score
+    from pool p
+    join top_sessions t on t.session_id = p.session_id
+  ),
+  finished as (
+    select f.*
+    from recall._finish((select array_agg(x.chunk_id) from reranked x),
+                        (select array_agg(x.final_score) from reranked x),
+                        session_recall_v3.k, session_recall_v3.token_budget,
+                        session_recall_v3.dedup_similarity) f
+  )
+  select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, f.score, x.similarity,
+         x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
+         x.message_ids, x.session_rank, x.session_score
+  from finished f
+  join reranked x on x.chunk_id = f.chunk_id
+  order by f.pos;
+end
+$$;
+
+comment on function recall.session_recall_v3 is $c$
+session_recall v3: two-stage, session-aware recall.
+1. A pool of scored chunks from recall.hybrid_recall_v3 with this call's weights
+   (vector_weight, text_weight, recency_weight, importance_weight, half_life; `candidates` per
+   arm; no budget and no de-duplication yet).
+2. Each session of the pool gets session_score = 0.5 * its best chunk score + 0.5 * (the sum
+   of its best three) / 3 + summary_weight * cosine(summary_embedding, query_embedding) (the
+   summary embedding is the centroid of its chunks, see recall.summarize_sessions); the best
+   n_sessions sessions are kept.
+3. Their chunks are re-scored: score = (1 - session_weight) * chunk score + session_weight *
+   session_score, then ordered, de-duplicated, cut to k and to token_budget as in
+   hybrid_recall (recall._finish). session_rank / session_score tell where each row came from.
+Changes from v2: the pool is hybrid_recall_v3's (text_rank is BM25 with IDF). LoCoMo
+(defaults, docs/BENCHMARKS.md): recall@10 0.791 -> 0.834, session_recall@5 0.796 -> 0.821.
+$c$;
+
+-- session_recall: the stable name; today it is v3. v2 added the weight arguments, so v1's
 -- stable signature goes (a call by name with v1's arguments still finds this one)
 drop function if exists recall.session_recall(
   text, text, vector, int, int, int, text, jsonb, text[], timestamptz, timestamptz, interval,
@@ -371,14 +509,14 @@ returns table (
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.session_recall_v2(
+  select * from recall.session_recall_v3(
     agent_id, query_text, query_embedding, k, n_sessions, token_budget, exclude_session_id,
     filter, kinds, since, until, half_life, as_of, candidates, summary_weight, session_weight,
     dedup_similarity, vector_weight, text_weight, recency_weight, importance_weight)
 $$;
 
 comment on function recall.session_recall is
-  'The stable name of session-aware recall; calls recall.session_recall_v2 (see its comment).';
+  'The stable name of session-aware recall; calls recall.session_recall_v3 (see its comment).';
 
 -- _is_failure: a chunk that records something going wrong. A tool result that says whether it
 -- failed (metadata.is_error, written by the Claude Code and OpenAI-style importers) is taken
