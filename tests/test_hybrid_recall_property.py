@@ -10,7 +10,6 @@ the near-duplicate rule, the order, k and the token budget.
 """
 
 import json
-import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -72,9 +71,9 @@ TEXT_QUERY = {"v1": "recall._text_query(%(t)s)", "v2": "recall._text_query_v2(%(
 
 def bm25_ranks(conn, a, passes, chunks):
     """v3's text arm in Python: the hits of match_q, and text_rank for every chunk."""
-    plan = conn.execute("select rank_q::text, match_q::text, agent_rows, lexemes, shares, matchable, avg_len "
+    plan = conn.execute("select rank_q::text, match_q::text, lexemes, idfs, avg_len "
                         "from recall._text_plan_v3(%s, %s)", [a["agent_id"], a["query_text"]]).fetchone()
-    rank_q, match_q, agent_rows, lexemes, shares, matchable, avg_len = plan
+    rank_q, match_q, lexemes, idf, avg_len = plan
     words = lexemes or []
     prim = {}
     for cid, length, match, held, cd in conn.execute(
@@ -84,22 +83,18 @@ def bm25_ranks(conn, a, passes, chunks):
             "from recall.chunks", {"m": match_q, "w": words, "r": rank_q}).fetchall():
         prim[cid] = (length, match, held, cd)
     hits = [cid for cid, c in chunks.items() if passes(c) and prim[cid][1]]
-    df = [sum(prim[h][2][i] for h in hits) if matchable[i] else shares[i] * agent_rows
-          for i in range(len(words))]
-    n = max(agent_rows or 0, max(df, default=0), 1)
-    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    total = sum(idf)
+    total = 0.0
+    for x in idf or []:
+        total += x
 
     def text_rank(cid):
         length, _, held, cd = prim[cid]
         if lexemes is not None:
-            if not total:
-                return 0.0
             s = 0.0
             for i in range(len(words)):    # the database's order: by word
                 if held[i]:
                     s += idf[i]
-            return s / total * 1.6 / (1.6 + 0.6 * length / max(avg_len, 1))
+            return s / total * 1.6 / (1.6 + 0.6 * length / max(avg_len, 1)) if total else 0.0
         return cd / (cd + 0.1) if cd else 0.0
 
     return hits, text_rank
