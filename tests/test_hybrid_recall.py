@@ -430,3 +430,38 @@ def test_v2_text_arm_answers_the_same_through_the_gin_index_and_the_agent_scan(c
         answers[scan_max] = [[(r[0], r[5]) for r in recall(conn, k=20, **ONLY_TEXT, **q)] for q in queries]
     assert answers["0"] == answers["1000000"]
     assert all(answers["0"])                # each query finds something
+
+
+def test_v3_pair_pruning_gives_the_same_answer(conn):
+    """A large agent's text arm first reads the chunks holding two query words and a chunk
+    holding one only when it could still reach the top `candidates`: the answer must be the one
+    of reading every hit. Forced on for this small agent (text_pair_min_rows 0) and off."""
+    words = ["deploy", "docker", "postgres", "upgrade", "cache", "timeout", "migration", "index"]
+    rng = np.random.default_rng(11)
+    for i in range(120):
+        held = [w for w in words if rng.random() < 0.3]
+        filler = " ".join(f"w{int(x)}" for x in rng.integers(0, 40, size=rng.integers(1, 12)))
+        add_chunk(conn, " ".join(held) + " " + filler, age_days=i / 3,
+                  metadata='{"tag": "%s"}' % ("x" if i % 3 else "y"))
+    rare = add_chunk(conn, "kubernetes", age_days=50)   # one query word only, but a rare one
+    queries = [dict(query_text="kubernetes docker timeout"),
+               dict(query_text="docker timeout"), dict(query_text="postgres upgrade index cache"),
+               dict(query_text="deploy docker postgres upgrade cache timeout migration", filter='{"tag": "y"}'),
+               dict(query_text="migration index", since=AS_OF - timedelta(days=20)),
+               dict(query_text="cache w3 w7"), dict(query_text='"docker postgres"')]
+    pair_path = "select count(*) >= %s from recall.chunks where agent_id = 'a1' and tsv @@ %s::tsquery"
+    answers, used_pairs = {}, 0
+    for pair_min in ("1000000000", "0"):
+        set_config(conn, "text_pair_min_rows", pair_min)
+        got = []
+        for q in queries:
+            for n in (3, 10, 100):
+                got.append([(r[0], r[7]) for r in recall(conn, k=20, candidates=n, **ONLY_TEXT, **q)])
+                if pair_min == "0" and q["query_text"] == "docker timeout":
+                    used_pairs += conn.execute(pair_path, [n, "docker & timeout"]).fetchone()[0]
+        answers[pair_min] = got
+    assert answers["0"] == answers["1000000000"]
+    assert all(answers["0"])
+    assert used_pairs >= 1          # the pair path was taken (>= candidates chunks hold both words)
+    # ... and with it, the chunk holding the rare word alone was still read: it comes first
+    assert all(got[0][0] == rare for got in answers["0"][:3])

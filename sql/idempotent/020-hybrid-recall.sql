@@ -737,6 +737,13 @@ $$;
 -- chunk of no length that holds every word: in [0, 1]. A websearch query (no lexemes) is ranked
 -- as v2 ranks it: r / (r + 0.1), r = ts_rank_cd(tsv, p_rank, 1).
 -- How hits are read (B-tree scan of a small agent, else the GIN index): as _text_arm_v2.
+-- An agent estimated above recall.config text_pair_min_rows (10000) chunks, asked two or more
+-- match words, is first searched for the chunks holding two different ones (one GIN scan of
+-- 'a' & 'b' | 'a' & 'c' | ...); when at least p_n do, the chunks holding only one match word
+-- w can score at most (idf(w) + the idf of the non-match words) / (sum of p_idfs) (the length
+-- factor is < 1), and are read only for the words whose bound reaches the p_n-th best pair
+-- score. The answer is the same, bit for bit; a large agent's text arm reads ~1/3 of its hits
+-- (at 1M chunks, large agents: p50 8.1 -> 3.6 ms, p95 25 -> 10 ms; docs/BENCHMARKS.md).
 drop function if exists recall._text_arm_v3(text, tsquery, tsquery, float8, text[], float8[], bool[], float8,
                                             int, bigint[], text, jsonb, text[], timestamptz,
                                             timestamptz);   -- (a pre-release shape)
@@ -750,20 +757,53 @@ language sql stable rows 200
 set search_path to pg_catalog, pg_temp
 as $$
   with
-  scan_max as (
-    select coalesce((select value::float8 from recall.config where key = 'text_scan_max_rows'), 2000) as n
+  conf as (
+    select coalesce(max(value::float8) filter (where key = 'text_scan_max_rows'), 2000) as scan_max,
+           coalesce(max(value::float8) filter (where key = 'text_pair_min_rows'), 10000) as pair_min
+    from recall.config
+    where key in ('text_scan_max_rows', 'text_pair_min_rows')
   ),
   words as (
-    select u.i, quote_literal(u.lexeme)::tsquery as q, u.idf
+    select u.i, quote_literal(u.lexeme)::tsquery as q, u.idf,
+           p_match @> quote_literal(u.lexeme)::tsquery as matched
     from unnest(p_lexemes, p_idfs) with ordinality as u(lexeme, idf, i)
   ),
   total as (select sum(w.idf order by w.i) as idf from words w),
-  -- the chunks to score: the hits, then the other arm's candidates
-  cands as (
-    -- a small agent: its rows by the B-tree, each tested (coalesce() keeps the GIN index out)
-    select c.chunk_id, c.tsv, true as hit
+  wq as (
+    select array_agg(w.q order by w.i) as q, array_agg(w.idf order by w.i) as idf, count(*) as n
+    from words w
+  ),
+  -- an agent estimated above text_pair_min_rows chunks: first the chunks holding two different
+  -- match words ('a' & 'b' | 'a' & 'c' | ...: one GIN scan)
+  pair_q as (
+    select string_agg(format('(%s & %s)', a.q, b.q), ' | ')::tsquery as q
+    from words a join words b on a.i < b.i
+    where a.matched and b.matched and p_agent_rows > (select pair_min from conf)
+  ),
+  pair_hits as materialized (
+    select c.chunk_id, c.tsv
     from recall.chunks c
-    where p_match is not null and p_agent_rows <= (select n from scan_max)
+    where c.tsv @@ (select q from pair_q)
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filter is null or c.metadata @> p_filter)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+  ),
+  pairs as (select count(*) >= p_n as yes from pair_hits),
+  -- the chunks to score: the hits (or, with enough of them, the pair hits), then the other
+  -- arm's candidates
+  cands as (
+    select h.chunk_id, h.tsv, true as hit
+    from pair_hits h
+    where (select yes from pairs)
+    union all
+    -- a small agent: its rows by the B-tree, each tested (coalesce() keeps the GIN index out)
+    select c.chunk_id, c.tsv, true
+    from recall.chunks c
+    where p_match is not null and p_agent_rows <= (select scan_max from conf)
+      and not (select yes from pairs)
       and c.agent_id = p_agent_id
       and coalesce(c.tsv, ''::tsvector) @@ p_match
       and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
@@ -775,7 +815,8 @@ as $$
     -- a larger one (or one of unknown size): the GIN index
     select c.chunk_id, c.tsv, true
     from recall.chunks c
-    where p_match is not null and not coalesce(p_agent_rows <= (select n from scan_max), false)
+    where p_match is not null and not coalesce(p_agent_rows <= (select scan_max from conf), false)
+      and not (select yes from pairs)
       and c.tsv @@ p_match
       and c.agent_id = p_agent_id
       and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
@@ -788,16 +829,31 @@ as $$
     from recall.chunks c
     where c.chunk_id = any (p_also) and c.agent_id = p_agent_id
   ),
-  -- each candidate once: the idf of the words it holds (summed in one order: equal sets, equal
-  -- sums), its length, and for a websearch query its ts_rank_cd
+  -- each candidate once: the idf of the words it holds, its length, and for a websearch query
+  -- its ts_rank_cd. Up to 12 words the idf sum is written out (a subquery or a join with the
+  -- words costs ~1.3 us more a candidate); a word not held adds an exact 0, so the sum is bit
+  -- for bit the ordered sum over the words held; none held gives 0 (scored as NULL is)
   held as (
-    select c.chunk_id, c.hit, sum(w.idf order by w.i) as idf, max(length(c.tsv)) as len,
-           max(case when p_lexemes is null and c.tsv @@ p_rank then ts_rank_cd(c.tsv, p_rank, 1) end) as cd
+    select c.chunk_id, c.hit,
+           case when (select n from wq) <= 12 then
+             case when c.tsv @@ (select q from wq)[1] then (select idf from wq)[1] else 0 end +
+             case when c.tsv @@ (select q from wq)[2] then (select idf from wq)[2] else 0 end +
+             case when c.tsv @@ (select q from wq)[3] then (select idf from wq)[3] else 0 end +
+             case when c.tsv @@ (select q from wq)[4] then (select idf from wq)[4] else 0 end +
+             case when c.tsv @@ (select q from wq)[5] then (select idf from wq)[5] else 0 end +
+             case when c.tsv @@ (select q from wq)[6] then (select idf from wq)[6] else 0 end +
+             case when c.tsv @@ (select q from wq)[7] then (select idf from wq)[7] else 0 end +
+             case when c.tsv @@ (select q from wq)[8] then (select idf from wq)[8] else 0 end +
+             case when c.tsv @@ (select q from wq)[9] then (select idf from wq)[9] else 0 end +
+             case when c.tsv @@ (select q from wq)[10] then (select idf from wq)[10] else 0 end +
+             case when c.tsv @@ (select q from wq)[11] then (select idf from wq)[11] else 0 end +
+             case when c.tsv @@ (select q from wq)[12] then (select idf from wq)[12] else 0 end
+           else (select sum(w.idf order by w.i) from words w where c.tsv @@ w.q) end as idf,
+           length(c.tsv) as len,
+           case when p_lexemes is null and c.tsv @@ p_rank then ts_rank_cd(c.tsv, p_rank, 1) end as cd
     from cands c
-    left join words w on c.tsv @@ w.q
-    group by c.chunk_id, c.hit
   ),
-  scored as (
+  scored as materialized (
     select h.chunk_id, h.hit,
            case
              when p_lexemes is not null then
@@ -808,11 +864,44 @@ as $$
            end::float8 as text_rank
     from held h
   ),
-  best as (
-    select s.chunk_id, s.text_rank
+  -- with the pair hits only: the p_n-th best of them. A chunk holding one match word w (and
+  -- any of the non-match words) scores below (idf(w) + their idf) / total (the length factor
+  -- 1.6 / (1.6 + 0.6 len / avg_len) is < 1), so only the words whose bound reaches that score
+  -- can bring a chunk into the top p_n: those chunks are read too. The answer is v3's.
+  kth as (
+    select s.text_rank as s
     from scored s
-    where s.hit
+    where s.hit and (select yes from pairs)
     order by s.text_rank desc, s.chunk_id
+    offset p_n - 1 limit 1
+  ),
+  nonmatch as (select coalesce(sum(w.idf), 0) as idf from words w where not w.matched),
+  single_q as (
+    select string_agg(w.q::text, ' | ')::tsquery as q
+    from words w, kth, total, nonmatch
+    where w.matched and (w.idf + nonmatch.idf) / nullif(total.idf, 0) >= kth.s * (1 - 1e-9)
+  ),
+  singles as (
+    select c.chunk_id,
+           coalesce((select sum(w.idf order by w.i) from words w where c.tsv @@ w.q)
+                    / nullif((select idf from total), 0)
+                    * 1.6 / (1.6 + 0.6 * length(c.tsv) / greatest(p_avg_len, 1)), 0)::float8 as text_rank
+    from recall.chunks c
+    where c.tsv @@ (select q from single_q)
+      and not c.tsv @@ (select q from pair_q)
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filter is null or c.metadata @> p_filter)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+  ),
+  best as (
+    select x.chunk_id, x.text_rank
+    from (select s.chunk_id, s.text_rank from scored s where s.hit
+          union all
+          select g.chunk_id, g.text_rank from singles g) x
+    order by x.text_rank desc, x.chunk_id
     limit p_n
   )
   select b.chunk_id, b.text_rank from best b
@@ -857,6 +946,9 @@ returns table (
   metadata          jsonb,
   message_ids       bigint[])
 language plpgsql volatile security invoker
+-- generic plans for the statements inside (the vector arm's EXECUTE is planned at each call
+-- regardless): custom plans of the text plan's and the arms' queries cost ~0.5-1.5 ms to make
+set plan_cache_mode to force_generic_plan
 set search_path to pg_catalog, public, pg_temp
 as $$
 #variable_conflict use_column
@@ -900,13 +992,19 @@ begin
                              hybrid_recall_v3.exclude_session_id, hybrid_recall_v3.filter,
                              hybrid_recall_v3.kinds, hybrid_recall_v3.since, hybrid_recall_v3.until) t
   ),
-  -- each candidate once, with its four components
-  components as (
+  -- each candidate read once, with its four components (recall._similarity and recall._recency
+  -- written out: a function with a pinned search_path is never inlined, ~3 us a call)
+  components as materialized (
     select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, c.n_tokens, c.metadata,
-           c.message_ids,
-           recall._similarity(c.embedding, hybrid_recall_v3.query_embedding) as similarity,
+           c.message_ids, c.embedding,
+           case when c.embedding is null or hybrid_recall_v3.query_embedding is null then null
+                when vector_norm(c.embedding) = 0 or vector_norm(hybrid_recall_v3.query_embedding) = 0 then null
+                else 1 - (c.embedding <=> hybrid_recall_v3.query_embedding) end as similarity,
            coalesce(t.text_rank, 0)::double precision as text_rank,
-           recall._recency(extract(epoch from now_ts - c.created_at)::float8, half_life_s) as recency,
+           case when half_life_s = 'Infinity' then 1::float8
+                when greatest(extract(epoch from now_ts - c.created_at)::float8, 0) / half_life_s > 1000 then 0::float8
+                else power(0.5::float8, greatest(extract(epoch from now_ts - c.created_at)::float8, 0) / half_life_s)
+           end as recency,
            c.importance::double precision as importance
     from recall.chunks c
     left join by_text t on t.chunk_id = c.chunk_id
@@ -923,20 +1021,43 @@ begin
     where hybrid_recall_v3.min_similarity is null or x.similarity is null
        or x.similarity >= hybrid_recall_v3.min_similarity
   ),
-  -- order, near-duplicate removal, k and the token budget: one shared step
-  finished as (
-    select f.*
-    from recall._finish((select array_agg(x.chunk_id) from scored x),
-                        (select array_agg(x.score) from scored x),
-                        hybrid_recall_v3.k, hybrid_recall_v3.token_budget,
-                        hybrid_recall_v3.dedup_similarity) f
+  -- recall._finish's steps, on the rows already read: the best max(4k, 40) in the final order
+  -- (score desc, created_at desc, chunk_id desc) ...
+  top as (
+    select x.*, row_number() over (order by x.score desc, x.created_at desc, x.chunk_id desc) as pos
+    from scored x
+    order by pos
+    limit greatest(4 * hybrid_recall_v3.k, 40)
+  ),
+  normed as materialized (
+    select t.*, vector_norm(t.embedding) as norm
+    from top t
+  ),
+  -- ... a row goes when a better one has the same text or is within dedup_similarity cosine ...
+  distinct_ as (
+    select t.*
+    from normed t
+    where not exists (
+      select from normed b
+      where b.pos < t.pos
+        and (b.content = t.content
+             or (hybrid_recall_v3.dedup_similarity <= 1 and b.norm > 0 and t.norm > 0
+                 and 1 - (b.embedding <=> t.embedding) >= hybrid_recall_v3.dedup_similarity)))
+  ),
+  -- ... the running token total, k and the budget
+  budgeted as (
+    select d.*,
+           sum(d.n_tokens) over (order by d.pos rows unbounded preceding) as cumulative_tokens,
+           row_number() over (order by d.pos) as rnk
+    from distinct_ d
   )
-  select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, x.score, x.similarity,
-         x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
-         x.message_ids
-  from finished f
-  join scored x on x.chunk_id = f.chunk_id
-  order by f.pos;
+  select b.chunk_id, b.session_id, b.kind, b.content, b.created_at, b.score, b.similarity,
+         b.text_rank, b.recency, b.importance, b.n_tokens, b.cumulative_tokens, b.metadata,
+         b.message_ids
+  from budgeted b
+  where b.rnk <= hybrid_recall_v3.k
+    and (hybrid_recall_v3.token_budget is null or b.cumulative_tokens <= hybrid_recall_v3.token_budget)
+  order by b.pos;
 end
 $$;
 
