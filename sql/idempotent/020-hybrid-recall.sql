@@ -1094,7 +1094,7 @@ Order: score desc, created_at desc, chunk_id desc. cumulative_tokens = running s
 in that order; with token_budget, rows stop at the first that would exceed it. At most k rows.
 Changes from v2: text_rank is BM25 with IDF (v2: ts_rank_cd, which has none, so a chunk
 matching one common word could outrank one matching the rarest): LoCoMo recall@10 0.812 ->
-0.847, session_recall@5 0.803 -> 0.824 (docs/BENCHMARKS.md).
+0.845, session_recall@5 0.803 -> 0.821, MRR 0.649 -> 0.713 (docs/BENCHMARKS.md).
 $c$;
 
 -- hybrid_recall: the stable name; today it is v3

@@ -470,7 +470,7 @@ session_recall v3: two-stage, session-aware recall.
    session_score, then ordered, de-duplicated, cut to k and to token_budget as in
    hybrid_recall (recall._finish). session_rank / session_score tell where each row came from.
 Changes from v2: the pool is hybrid_recall_v3's (text_rank is BM25 with IDF). LoCoMo
-(defaults, docs/BENCHMARKS.md): recall@10 0.791 -> 0.834, session_recall@5 0.796 -> 0.821.
+(defaults, docs/BENCHMARKS.md): recall@10 0.791 -> 0.827, session_recall@5 0.796 -> 0.817.
 $c$;
 
 -- session_recall: the stable name; today it is v3. v2 added the weight arguments, so v1's
@@ -1022,6 +1022,248 @@ most of the agent's chunks); recency is never an underflow error (v1 failed for 
 chunk older than ~20 years); a chunk whose embedding is all zeros has similarity NULL (v1: NaN).
 $c$;
 
+-- auto_context_v3: what an agent should know at the start of a session (v2 with
+-- hybrid_recall_v3, BM25, for Related: see the COMMENT)
+create or replace function recall.auto_context_v3(
+  agent_id           text,
+  project            text        default null,
+  branch             text        default null,
+  task_text          text        default null,
+  task_embedding     vector      default null,
+  token_budget       int         default 4000,
+  exclude_session_id text        default null,
+  as_of              timestamptz default null,
+  recent_share       float8      default 0.3,
+  failure_share      float8      default 0.2)
+returns table (
+  chunk_id bigint, session_id text, kind text, content text, created_at timestamptz,
+  score double precision, similarity double precision, text_rank double precision,
+  recency double precision, importance double precision, n_tokens int,
+  cumulative_tokens bigint, metadata jsonb, message_ids bigint[], section text)
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  scope jsonb := jsonb_strip_nulls(jsonb_build_object('project', auto_context_v3.project,
+                                                      'branch', auto_context_v3.branch));
+  related_query text := nullif(btrim(task_text), '');
+  related_embedding vector := task_embedding;
+  latest text;
+  now_ts timestamptz := coalesce(as_of, now());
+begin
+  if agent_id is null or agent_id = '' then
+    raise exception 'agent_id is required' using errcode = '22023';
+  end if;
+  if token_budget is null or token_budget < 0 then
+    raise exception 'token_budget must be >= 0, got %', coalesce(token_budget::text, 'NULL')
+      using errcode = '22023';
+  end if;
+  if recent_share is null or failure_share is null or recent_share < 0 or failure_share < 0
+     or recent_share + failure_share > 1 then
+    raise exception 'recent_share and failure_share must be >= 0 and sum to at most 1'
+      using errcode = '22023';
+  end if;
+
+  -- a branch with no history yet (just created): the history of its project instead
+  if scope ? 'branch' and not exists (
+       select from recall.chunks c
+       where c.agent_id = auto_context_v3.agent_id and c.metadata @> scope) then
+    scope := scope - 'branch';
+  end if;
+
+  -- without a task, "related" means related to the latest session in scope: its summary (or
+  -- title) as text, its summary embedding (or the centroid of its embedded chunks) as vector
+  if related_query is null and related_embedding is null then
+    select s.session_id, s.summary_embedding, coalesce(s.summary, s.title)
+      into latest, related_embedding, related_query
+    from recall.sessions s
+    where s.agent_id = auto_context_v3.agent_id
+      and (exclude_session_id is null or s.session_id <> exclude_session_id)
+      and (not scope ? 'project' or s.project = scope->>'project')
+      and (not scope ? 'branch' or s.branch = scope->>'branch')
+    order by s.ended_at desc nulls last, s.started_at desc, s.session_id desc
+    limit 1;
+    if latest is not null and related_embedding is null then
+      select avg(c.embedding) into related_embedding
+      from recall.chunks c
+      where c.session_id = latest and c.embedding is not null and c.kind <> 'summary';
+    end if;
+  end if;
+
+  return query
+  with
+  -- Recent: the newest conversation chunks of this project and branch
+  recent as (
+    select c.chunk_id, 'recent'::text as section,
+           recall._recency(extract(epoch from now_ts - c.created_at)::float8, 7 * 86400) as score
+    from recall.chunks c
+    where c.agent_id = auto_context_v3.agent_id
+      and c.metadata @> scope
+      and c.kind in ('turn_pair', 'window', 'message', 'summary')
+      and (exclude_session_id is null or c.session_id <> exclude_session_id)
+    order by c.created_at desc, c.chunk_id desc
+    limit 20
+  ),
+  -- Related: hybrid recall for the task, or for the latest work (then from other sessions:
+  -- the latest one is Recent already). What the repository itself holds (files read, written
+  -- or searched by a file tool) is left out, and other tool input/output counts 0.8 of its
+  -- score, so that explanations and decisions come first.
+  related as (
+    select h.chunk_id, 'related'::text as section,
+           h.score * case when h.kind = 'tool' then 0.8 else 1 end as score
+    from recall.hybrid_recall_v3(
+      agent_id => auto_context_v3.agent_id, query_text => related_query,
+      query_embedding => related_embedding,
+      k => least(1000, greatest(60, token_budget / 25)),
+      exclude_session_id => exclude_session_id, as_of => as_of) h
+    where (related_query is not null or related_embedding is not null)
+      and h.session_id is distinct from latest
+      and not (h.kind = 'tool' and h.metadata->>'tool_name' in
+               ('Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob',
+                'Grep', 'LS'))
+  ),
+  -- Failures to avoid: what went wrong before, most relevant (then newest) first ...
+  failed as (
+    select c.chunk_id, c.session_id,
+           coalesce(recall._similarity(c.embedding, related_embedding), 0)
+           + 0.2 * recall._recency(extract(epoch from now_ts - c.created_at)::float8, 30 * 86400) as score,
+           (select max(m.seq) from recall.messages m where m.message_id = any (c.message_ids)) as last_seq
+    from recall.chunks c
+    where c.agent_id = auto_context_v3.agent_id
+      and c.metadata @> scope
+      and (exclude_session_id is null or c.session_id <> exclude_session_id)
+      and recall._is_failure(c.kind, c.content, c.metadata)
+    order by 3 desc, c.chunk_id desc
+    limit 10
+  ),
+  -- ... each followed by what the agent concluded from it: the first thinking or text of the
+  -- assistant after it in its session (itself no failure)
+  resolutions as (
+    select f.chunk_id as failure_id, r.chunk_id, f.score
+    from failed f
+    cross join lateral (
+      select c.chunk_id
+      from recall.chunks c
+      cross join lateral unnest(c.message_ids) as u(message_id)
+      join recall.messages m on m.message_id = u.message_id
+      where c.session_id = f.session_id
+        and c.kind in ('thinking', 'message', 'turn_pair', 'window')
+        and m.role = 'assistant' and m.seq > f.last_seq
+        and not recall._is_failure(c.kind, c.content, c.metadata)
+      order by m.seq, c.part
+      limit 1) r
+  ),
+  -- the sections are filled one after the other, each from what the ones before left:
+  -- Recent within its share of the budget ...
+  recent_kept as (
+    select x.*
+    from (select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
+                 null::bigint as resolution_of, c.n_tokens,
+                 sum(c.n_tokens) over (order by r.score desc, r.chunk_id desc
+                                       rows unbounded preceding) as run
+          from recent r
+          join recall.chunks c on c.chunk_id = r.chunk_id) x
+    where x.run <= token_budget * recent_share
+  ),
+  -- ... then Failures: each failure followed by its resolution (unless Recent shows it) ...
+  failure_rows as (
+    select f.chunk_id, 'failures'::text as section, f.score, f.chunk_id as grp_id, 0 as sub,
+           null::bigint as resolution_of
+    from failed f
+    where f.chunk_id not in (select chunk_id from recent_kept)
+    union all
+    (select distinct on (r.chunk_id) r.chunk_id, 'failures', r.score, r.failure_id, 1, r.failure_id
+     from resolutions r
+     where r.chunk_id not in (select chunk_id from recent_kept)
+       and r.failure_id not in (select chunk_id from recent_kept)
+       and r.chunk_id not in (select chunk_id from failed)
+     order by r.chunk_id, r.score desc)
+  ),
+  failures_kept as (
+    select x.*
+    from (select f.*, c.n_tokens,
+                 sum(c.n_tokens) over (order by f.score desc, f.grp_id desc, f.sub
+                                       rows unbounded preceding) as run
+          from failure_rows f
+          join recall.chunks c on c.chunk_id = f.chunk_id) x
+    where x.run <= token_budget * failure_share
+  ),
+  shown as (
+    select chunk_id from recent_kept union all select chunk_id from failures_kept
+  ),
+  -- ... then Related, within the rest of the budget; a code block whose whole message is
+  -- shown (as a message or turn pair, here or above) is left out
+  related_rows as (
+    select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
+           null::bigint as resolution_of, c.n_tokens
+    from related r
+    join recall.chunks c on c.chunk_id = r.chunk_id
+    where r.chunk_id not in (select chunk_id from shown)
+      and not (c.kind = 'code' and exists (
+            select from recall.chunks o
+            where o.kind in ('turn_pair', 'window', 'message') and o.message_ids @> c.message_ids
+              and (o.chunk_id in (select chunk_id from shown)
+                   or o.chunk_id in (select chunk_id from related))))
+  ),
+  related_kept as (
+    select x.*
+    from (select r.*, sum(r.n_tokens) over (order by r.score desc, r.chunk_id desc
+                                            rows unbounded preceding) as run
+          from related_rows r) x
+    where x.run <= token_budget - coalesce((select sum(n_tokens) from recent_kept), 0)
+                                - coalesce((select sum(n_tokens) from failures_kept), 0)
+  ),
+  ordered as (
+    select k.*,
+           row_number() over (order by case k.section when 'recent' then 1 when 'related' then 2 else 3 end,
+                                       k.score desc, k.grp_id desc, k.sub) as pos
+    from (select chunk_id, section, score, grp_id, sub, resolution_of from recent_kept
+          union all
+          select chunk_id, section, score, grp_id, sub, resolution_of from failures_kept
+          union all
+          select chunk_id, section, score, grp_id, sub, resolution_of from related_kept) k
+  )
+  select c.chunk_id, c.session_id, c.kind, c.content, c.created_at, o.score,
+         recall._similarity(c.embedding, related_embedding),
+         0::float8,
+         recall._recency(extract(epoch from now_ts - c.created_at)::float8, 30 * 86400),
+         c.importance::float8, c.n_tokens,
+         sum(c.n_tokens) over (order by o.pos rows unbounded preceding),
+         case when o.resolution_of is null then c.metadata
+              else c.metadata || jsonb_build_object('resolution_of', o.resolution_of) end,
+         c.message_ids, o.section
+  from ordered o
+  join recall.chunks c on c.chunk_id = o.chunk_id
+  order by o.pos;
+end
+$$;
+
+comment on function recall.auto_context_v3 is $c$
+auto_context v3: the context for the start of a session, in three
+sections, each row labelled. Scope: chunks whose metadata has this project and branch; a
+branch with no history yet falls back to its project. The sections are filled in turn, each
+from what the ones before did not show:
+  recent   - the newest turn_pair/window/message/summary chunks in scope (at most 20), newest first;
+             score = 0.5 ^ (age / 7 days); within recent_share of the budget
+  failures - chunks that record a failure (recall._is_failure: a tool result flagged
+             is_error, else a traceback, an error line, failing tests, a non-zero exit code,
+             a revert), in scope, the best 10 by cosine similarity to the task (or latest work)
+             + 0.2 * 0.5 ^ (age / 30 days); each followed by its resolution, the first
+             assistant thinking/text after it in its session (metadata.resolution_of = the
+             failure's chunk_id); within failure_share of the budget
+  related  - recall.hybrid_recall_v3 for the task text/embedding, or, without a task, for the
+             latest session in scope (its summary or title, and its summary embedding or the
+             centroid of its chunks; that session's own chunks left out); chunks of file tools
+             (Read, Write, Edit, MultiEdit, NotebookEdit, NotebookRead, Glob, Grep, LS: the
+             repository holds that) left out, other tool chunks count 0.8 of their score, a
+             code chunk whose message is shown whole left out; the budget the others left
+Rows come ordered recent, related, failures, each by score; cumulative_tokens runs over all;
+recency = 0.5 ^ (age / 30 days), 0 past 1000 half-lives (recall._recency).
+Changes from v2: Related comes from recall.hybrid_recall_v3 (text_rank is BM25 with inverse
+document frequency within the agent; LoCoMo recall@10 0.812 -> 0.845, docs/BENCHMARKS.md).
+$c$;
+
 create or replace function recall.auto_context(
   agent_id           text,
   project            text        default null,
@@ -1041,12 +1283,12 @@ returns table (
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.auto_context_v2(agent_id, project, branch, task_text, task_embedding,
+  select * from recall.auto_context_v3(agent_id, project, branch, task_text, task_embedding,
                                        token_budget, exclude_session_id, as_of, recent_share,
                                        failure_share)
 $$;
 
 comment on function recall.auto_context is
-  'The stable name of the session-start context; calls recall.auto_context_v2 (see its comment).';
+  'The stable name of the session-start context; calls recall.auto_context_v3 (see its comment).';
 
 grant execute on all functions in schema recall to recall_agent, recall_admin;
