@@ -9,6 +9,7 @@ Unix socket in that directory. It keeps running after the command that started i
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import subprocess
@@ -24,19 +25,55 @@ from ._errors import DatabaseError
 
 DATABASE = "pyrecall"
 
-# Server settings of the embedded cluster, applied once with ALTER SYSTEM (the defaults of
-# initdb suit a laptop demo but not a million-chunk index build or 64 clients).
+# Server settings of the embedded cluster (the defaults of initdb suit a laptop demo but not a
+# million-chunk index build or 64 clients). Memory is sized to the machine by server_settings().
 SERVER_SETTINGS = {
-    "shared_buffers": "1GB",
-    "maintenance_work_mem": "1GB",
     "work_mem": "16MB",
     "max_connections": "200",
-    "effective_cache_size": "8GB",
     "random_page_cost": "1.1",
     "max_parallel_maintenance_workers": "2",
     "max_locks_per_transaction": "256",
 }
 RESTART_SETTINGS = {"shared_buffers", "max_connections", "max_locks_per_transaction"}
+# what start() last wrote with ALTER SYSTEM, so that a later change by hand is kept
+APPLIED_FILE = "pyrecall.settings.json"
+
+
+def machine_memory() -> int | None:
+    """Bytes of memory for the server: the RAM, or a container's lower cgroup limit."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            memory = min(memory, int(value))
+    return memory
+
+
+def server_settings(memory: int | None = None) -> dict[str, str]:
+    """The embedded server's settings for a machine with ``memory`` bytes (default: this one).
+
+    The rules of a dedicated database server (as pgtune): shared_buffers a quarter of the
+    memory (128MB..8GB), effective_cache_size three quarters, maintenance_work_mem a sixteenth
+    (64MB..1GB). Without a reading of the memory, 1GB / 8GB / 1GB.
+
+    >>> server_settings(24 * 2**30)["shared_buffers"], server_settings(2 * 2**30)["shared_buffers"]
+    ('6144MB', '512MB')
+    """
+    memory = memory if memory is not None else machine_memory()
+    if not memory:
+        sized = {"shared_buffers": "1GB", "effective_cache_size": "8GB", "maintenance_work_mem": "1GB"}
+    else:
+        mb = memory // 2**20
+        sized = {"shared_buffers": f"{min(max(mb // 4, 128), 8192)}MB",
+                 "effective_cache_size": f"{max(mb * 3 // 4, 512)}MB",
+                 "maintenance_work_mem": f"{min(max(mb // 16, 64), 1024)}MB"}
+    return {**SERVER_SETTINGS, **sized}
 
 
 @dataclass(frozen=True)
@@ -70,8 +107,10 @@ def _with_database(url: str, database: str) -> str:
 def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = None) -> str:
     """Start the embedded server if it is not running; return the URL of its database.
 
-    Idempotent: a second call returns the same URL. ``settings`` are server settings applied
-    with ALTER SYSTEM on top of SERVER_SETTINGS (the tests turn fsync off, for instance).
+    Idempotent: a second call returns the same URL. The server gets server_settings() with
+    ALTER SYSTEM, except a setting changed by hand since (ALTER SYSTEM, `make tune`-style
+    edits of postgresql.auto.conf), which is kept; ``settings`` are applied on top, always (the
+    tests turn fsync off, for instance).
 
     >>> start()  # doctest: +SKIP
     'host=/work/app/.pyrecall/pgdata user=postgres dbname=pyrecall'
@@ -88,7 +127,7 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}") from exc
-    if _tune(admin_url, {**SERVER_SETTINGS, **(settings or {})}):
+    if _tune(admin_url, server_settings(), settings or {}, pgdata / APPLIED_FILE):
         _pg_ctl(pgdata, ["-w", "-m", "fast", "restart"])
         admin_url = ep.get_server(pgdata, cleanup_mode=None).get_uri()
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -97,22 +136,42 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
     return _with_database(admin_url, DATABASE)
 
 
-def _tune(admin_url: str, settings: dict[str, str]) -> bool:
-    """Apply settings with ALTER SYSTEM; True when a restart is needed for them to take effect."""
+def _tune(admin_url: str, defaults: dict[str, str], forced: dict[str, str], applied_file: Path) -> bool:
+    """Apply settings with ALTER SYSTEM; True when a restart is needed for them to take effect.
+
+    A default is not applied over a value someone else wrote since the last call (the file
+    keeps what this function wrote). A cluster without the file (made by an older pyrecall,
+    which rewrote its settings at every start) takes the defaults.
+    """
+    try:
+        applied = json.loads(applied_file.read_text())
+    except (OSError, ValueError):
+        applied = None
     restart = False
     with psycopg.connect(admin_url, autocommit=True) as conn:
         current = dict(conn.execute(
             "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
-            [list(settings)]).fetchall())
+            [list(defaults) + list(forced)]).fetchall())
         pending = dict(conn.execute(
             "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
-        for name, value in settings.items():
+        written = dict(applied or {})
+        for name, value in {**defaults, **forced}.items():
+            by_hand = (name not in forced and applied is not None and name in pending
+                       and pending[name] != applied.get(name))
+            if by_hand:
+                written.pop(name, None)
+                continue
+            written[name] = value
             if pending.get(name) == value:
                 restart |= name in RESTART_SETTINGS and not _same(current.get(name), value)
                 continue
             conn.execute(f"alter system set {name} = '{value}'")
             restart |= name in RESTART_SETTINGS
         conn.execute("select pg_reload_conf()")
+    try:
+        applied_file.write_text(json.dumps(written, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a data directory we cannot write to: the settings are in place all the same
     return restart
 
 

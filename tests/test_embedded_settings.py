@@ -1,0 +1,108 @@
+"""The embedded server's settings: sized to the machine, and a change by hand is kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pyrecall import _db
+
+GiB = 2**30
+
+
+@pytest.mark.parametrize(("memory", "shared", "cache", "maintenance"), [
+    (24 * GiB, "6144MB", "18432MB", "1024MB"),     # this machine: a quarter, 3/4, capped at 1GB
+    (64 * GiB, "8192MB", "49152MB", "1024MB"),     # shared_buffers capped at 8GB
+    (4 * GiB, "1024MB", "3072MB", "256MB"),
+    (256 * 2**20, "128MB", "512MB", "64MB"),       # the floors
+    (None, "1GB", "8GB", "1GB"),                   # no reading of the memory
+])
+def test_memory_settings_follow_the_machine(monkeypatch, memory, shared, cache, maintenance):
+    monkeypatch.setattr(_db, "machine_memory", lambda: memory)
+    got = _db.server_settings()
+    assert (got["shared_buffers"], got["effective_cache_size"], got["maintenance_work_mem"]) == (
+        shared, cache, maintenance)
+    assert got["max_connections"] == _db.SERVER_SETTINGS["max_connections"]
+
+
+def test_machine_memory_is_at_most_the_ram():
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    got = _db.machine_memory()
+    assert got is not None and 0 < got <= ram
+
+
+@pytest.fixture
+def data_dir():
+    tmp = Path(tempfile.mkdtemp(prefix="pyrecall-settings-"))
+    os.chmod(tmp, 0o755)
+    try:
+        yield tmp
+    finally:
+        _db.stop(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def show(url: str, name: str) -> str:
+    with psycopg.connect(url, autocommit=True) as c:
+        return c.execute(f"show {name}").fetchone()[0]
+
+
+def alter_system(url: str, name: str, value: str | None) -> None:
+    with psycopg.connect(url, autocommit=True) as c:
+        if value is None:
+            c.execute(f"alter system reset {name}")
+        else:
+            c.execute(f"alter system set {name} = '{value}'")
+        c.execute("select pg_reload_conf()")
+
+
+def test_start_sizes_the_server_and_keeps_a_change_by_hand(data_dir, monkeypatch):
+    # a small machine, so that the test does not reserve a quarter of the real one
+    monkeypatch.setattr(_db, "machine_memory", lambda: 2 * GiB)
+    fast = {"fsync": "off", "synchronous_commit": "off"}
+    url = _db.start(data_dir, settings=fast)
+    assert show(url, "shared_buffers") == "512MB"
+    assert show(url, "effective_cache_size") == "1536MB"
+    assert show(url, "work_mem") == _db.SERVER_SETTINGS["work_mem"]
+    applied = json.loads((_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).read_text())
+    assert applied["shared_buffers"] == "512MB" and applied["fsync"] == "off"
+
+    # a DBA raises work_mem and shared_buffers by hand; the next start keeps both
+    alter_system(url, "work_mem", "64MB")
+    alter_system(url, "shared_buffers", "256MB")
+    assert _db.stop(data_dir)
+    url = _db.start(data_dir, settings=fast)
+    assert show(url, "work_mem") == "64MB"
+    assert show(url, "shared_buffers") == "256MB"
+    # ... and the rest still follows the machine: a bigger one raises effective_cache_size
+    monkeypatch.setattr(_db, "machine_memory", lambda: 4 * GiB)
+    _db.start(data_dir, settings=fast)
+    assert show(url, "effective_cache_size") == "3GB"
+    assert show(url, "work_mem") == "64MB"
+
+    # a setting given to start() always wins, even over a change by hand
+    _db.start(data_dir, settings={**fast, "work_mem": "32MB"})
+    assert show(url, "work_mem") == "32MB"
+
+    # a reset by hand gives the setting back to pyrecall
+    alter_system(url, "work_mem", None)
+    _db.start(data_dir, settings=fast)
+    assert show(url, "work_mem") == _db.SERVER_SETTINGS["work_mem"]
+
+
+def test_a_cluster_without_the_record_takes_the_defaults(data_dir, monkeypatch):
+    """A cluster made by an older pyrecall (no record of what it wrote) is brought to today's
+    settings: that pyrecall rewrote them at every start, so nothing there was set by hand."""
+    monkeypatch.setattr(_db, "machine_memory", lambda: 2 * GiB)
+    url = _db.start(data_dir, settings={"fsync": "off"})
+    alter_system(url, "effective_cache_size", "8GB")
+    (_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).unlink()
+    _db.start(data_dir, settings={"fsync": "off"})
+    assert show(url, "effective_cache_size") == "1536MB"
+    assert (_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).exists()
