@@ -216,6 +216,35 @@ def status(data_dir: Path | None = None) -> ServerStatus:
     return ServerStatus(pgdata, True, info.pid, _with_database(info.get_uri(), DATABASE))
 
 
+def server_report(data_dir: Path | None = None) -> dict[str, dict[str, str]]:
+    """The running embedded server's values of server_settings()' names, and who set each.
+
+    ``{"shared_buffers": {"value": "6026MB", "set_by": "pyrecall"}, ...}``; set_by is
+    "pyrecall" (start() wrote it), "you" (changed by hand since: later starts keep it) or
+    "postgres" (PostgreSQL's default). Empty when the server is not running.
+    """
+    st = status(data_dir)
+    if not st.running or st.url is None:
+        return {}
+    try:
+        applied = json.loads((st.data_dir / APPLIED_FILE).read_text())
+    except (OSError, ValueError):
+        applied = {}
+    names = list(server_settings())
+    with psycopg.connect(st.url, autocommit=True) as conn:
+        rows = conn.execute(
+            "select name, current_setting(name) from pg_settings where name = any(%s)",
+            [names]).fetchall()
+        pending = dict(conn.execute(
+            "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+    report = {}
+    for name, shown in sorted(rows, key=lambda r: names.index(r[0])):
+        written = pending.get(name)
+        set_by = "postgres" if written is None else "pyrecall" if applied.get(name) == written else "you"
+        report[name] = {"value": shown, "set_by": set_by}
+    return report
+
+
 def stop(data_dir: Path | None = None) -> bool:
     """Stop the embedded server; False when it was not running."""
     st = status(data_dir)

@@ -235,19 +235,26 @@ def db_stop():
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @handle_errors
 def db_status(as_json):
-    """Say whether the embedded server runs, its data directory and URL.
+    """Say whether the embedded server runs, its data directory, URL and memory settings.
+
+    The settings are those pyrecall sizes to the machine at each start (docs/DBA.md, Tuning);
+    one changed by hand (ALTER SYSTEM) is marked "set by you" and kept by later starts.
 
     \b
     Example:
       pyrecall db status --json
     """
     st = _db.status()
+    settings = _db.server_report()
     if as_json:
         click.echo(json.dumps({"running": st.running, "pid": st.pid, "url": st.url,
-                               "data_dir": str(st.data_dir)}))
+                               "data_dir": str(st.data_dir), "settings": settings}))
     else:
         click.echo(f"{'running' if st.running else 'stopped'}  pid={st.pid or '-'}  "
                    f"data={st.data_dir}  url={st.url or '-'}")
+        for name, v in settings.items():
+            mark = "" if v["set_by"] == "pyrecall" else f"  (set by {v['set_by']})"
+            click.echo(f"  {name} = {v['value']}{mark}")
     sys.exit(0 if st.running else 3)
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from pyrecall import _db
+from pyrecall.cli import main
 
 GiB = 2**30
 
@@ -46,6 +48,7 @@ def data_dir():
     finally:
         _db.stop(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+    assert _db.server_report(tmp) == {}  # not running: nothing to report
 
 
 def show(url: str, name: str) -> str:
@@ -80,6 +83,19 @@ def test_start_sizes_the_server_and_keeps_a_change_by_hand(data_dir, monkeypatch
     url = _db.start(data_dir, settings=fast)
     assert show(url, "work_mem") == "64MB"
     assert show(url, "shared_buffers") == "256MB"
+    report = _db.server_report(data_dir)
+    assert report["work_mem"] == {"value": "64MB", "set_by": "you"}
+    assert report["shared_buffers"] == {"value": "256MB", "set_by": "you"}
+    assert report["effective_cache_size"] == {"value": "1536MB", "set_by": "pyrecall"}
+    assert set(report) == set(_db.server_settings())
+    # the same through the command line
+    monkeypatch.setenv("PYRECALL_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("PYRECALL_DSN", raising=False)
+    out = CliRunner().invoke(main, ["db", "status", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["settings"]["work_mem"]["set_by"] == "you"
+    text = CliRunner().invoke(main, ["db", "status"]).output
+    assert "  work_mem = 64MB  (set by you)" in text and "  effective_cache_size = 1536MB\n" in text
     # ... and the rest still follows the machine: a bigger one raises effective_cache_size
     monkeypatch.setattr(_db, "machine_memory", lambda: 4 * GiB)
     _db.start(data_dir, settings=fast)
@@ -105,4 +121,5 @@ def test_a_cluster_without_the_record_takes_the_defaults(data_dir, monkeypatch):
     (_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).unlink()
     _db.start(data_dir, settings={"fsync": "off"})
     assert show(url, "effective_cache_size") == "1536MB"
+    assert _db.server_report(data_dir)["effective_cache_size"]["set_by"] == "pyrecall"
     assert (_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).exists()
