@@ -120,6 +120,38 @@ def test_bench_locomo_on_a_file_of_the_same_format(server_url):
     assert report["n_unparseable_evidence"] == 1
 
 
+def test_one_agent_holds_every_conversation(tmp_path):
+    """--one-agent: two conversations (the sample and a copy of it named otherwise) become one
+    agent's sessions, kept apart by their names; every question is asked at the file's end."""
+    (sample,) = json.loads(SAMPLE.read_text())
+    other = {**json.loads(json.dumps(sample)), "sample_id": "copy"}
+    conv = other["conversation"]
+    for key in [k for k in conv if k.endswith("_date_time")]:
+        conv[key] = conv[key].replace("2023", "2024")
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([sample, other]))
+    apart = locomo.load_file(path)
+    one = locomo.load_file(path, one_agent="all")
+    assert len(apart.sessions) == 2 and list(one.sessions) == ["all"]
+    ids = [s.session_id for s in one.sessions["all"]]
+    assert len(ids) == len(set(ids)) == sum(len(v) for v in apart.sessions.values())
+    assert sorted(ids) == sorted(s.session_id for v in apart.sessions.values() for s in v)
+    assert {s.agent_id for s in one.sessions["all"]} == {"all"}
+    assert len(one.questions) == len(apart.questions) == 22
+    last = max(m.created_at for s in one.sessions["all"] for m in s.messages)
+    assert {q.agent_id for q in one.questions} == {"all"} and {q.as_of for q in one.questions} == {
+        last + locomo.TURN_SPACING}
+    assert [q.evidence_sessions for q in one.questions] == [q.evidence_sessions for q in apart.questions]
+    assert all(q.evidence_sessions <= set(ids) for q in one.questions)
+
+
+@pytest.mark.slow
+def test_bench_locomo_one_agent(server_url):
+    report = _bench_locomo(server_url, SAMPLE, "--one-agent")
+    _check_locomo_report(report, 11)
+    assert report["one_agent"] == "locomo" and report["n_agents"] == 1 and report["n_conversations"] == 1
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not LOCOMO.exists(), reason=f"the LoCoMo data is not at {LOCOMO} "
                     "(set PYRECALL_LOCOMO_DATA); the same code runs on tests/fixtures above")

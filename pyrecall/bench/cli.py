@@ -84,28 +84,33 @@ def bench():
               help="Only the first N conversations (quick runs, CI).")
 @click.option("--limit-questions", type=int, default=None,
               help="Only the first N questions of each conversation.")
+@click.option("--one-agent", is_flag=True,
+              help="Load every conversation into one agent: the others are distractors, as an "
+                   "agent's many past sessions are (harder than one agent per conversation).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
-def locomo_cmd(data, ks, limit_conversations, limit_questions, as_json, dsn, quiet):
+def locomo_cmd(data, ks, limit_conversations, limit_questions, one_agent, as_json, dsn, quiet):
     """Evidence recall of dense, text, hybrid_recall and session_recall on LoCoMo.
 
-    Each conversation is one agent, loaded into a fresh database through the normal
-    ingestion path and embedded with the local all-MiniLM-L6-v2; questions of categories
+    Each conversation is one agent (with --one-agent, all are one), loaded into a fresh
+    database through the normal ingestion path and embedded with the local all-MiniLM-L6-v2; questions of categories
     1-4 are asked through the public SQL functions. Answers are never used.
 
     \b
     Example:
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --json
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --one-agent
     """
     from . import locomo
 
     with _progress(not quiet) as progress:
         report = locomo.run(data, dsn=dsn, ks=_ks(ks), limit_conversations=limit_conversations,
-                            limit_questions=limit_questions, progress=progress)
+                            limit_questions=limit_questions,
+                            one_agent="locomo" if one_agent else None, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -127,7 +132,8 @@ def _print_locomo(report: dict) -> None:
     console = _console()
     metrics = [f"recall@{k}" for k in report["k"]] + ["all@10", "session_recall@5", "mrr"]
     table = Table(title=f"LoCoMo evidence retrieval — {report['n_questions']} questions, "
-                        f"{report['n_conversations']} conversations ({report['model']})")
+                        f"{report['n_conversations']} conversations"
+                        f"{' in one agent' if report.get('one_agent') else ''} ({report['model']})")
     table.add_column("method")
     for m in metrics:
         table.add_column(m, justify="right")

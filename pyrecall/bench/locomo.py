@@ -91,10 +91,11 @@ def turn_text(turn: dict) -> str:
     return text
 
 
-def conversation_sessions(sample: dict, agent_id: str) -> list[Session]:
+def conversation_sessions(sample: dict, agent_id: str, name: str | None = None) -> list[Session]:
     """One conversation as pyrecall sessions: one message per turn, speaker_a as the user,
     speaker_b as the assistant, the speaker's name in metadata.speaker, dia_id as external id,
-    turns one minute apart from the session's date."""
+    turns one minute apart from the session's date. Session ids are ``<name>/session_<n>``
+    (``name`` defaults to agent_id)."""
     conv = sample["conversation"]
     sessions = []
     for n in _session_numbers(conv):
@@ -115,7 +116,7 @@ def conversation_sessions(sample: dict, agent_id: str) -> list[Session]:
                 external_id=turn.get("dia_id"), role=role, kind="text", content=text,
                 created_at=started + i * TURN_SPACING if started else None, metadata=meta))
         sessions.append(Session(
-            session_id=f"{agent_id}/session_{n}", agent_id=agent_id, title=f"session {n}",
+            session_id=f"{name or agent_id}/session_{n}", agent_id=agent_id, title=f"session {n}",
             # a chat between two people: chunked in overlapping windows of turns (see
             # recall._rechunk), as every chat import is
             started_at=started, metadata={"locomo_session": n, "date_time": raw_date,
@@ -143,19 +144,23 @@ class Dataset:
 
 
 def load_file(path: str | Path, *, limit_conversations: int | None = None,
-              limit_questions: int | None = None) -> Dataset:
+              limit_questions: int | None = None, one_agent: str | None = None) -> Dataset:
     """Read a LoCoMo file: the sessions to ingest and the questions to ask (categories 1-4).
 
     ``limit_questions`` keeps the first n questions of each conversation (for quick runs).
+    ``one_agent``: every conversation goes to this one agent (its sessions keep their
+    conversation's name), so the other conversations are distractors, as an agent's many past
+    sessions are; every question is then asked just after the last turn of the file.
     """
     data = json.loads(Path(path).read_text())
     if isinstance(data, dict):
         data = [data]
     questions, bad, skipped, all_sessions = [], 0, 0, {}
     for index, sample in enumerate(data[:limit_conversations]):
-        agent_id = str(sample.get("sample_id") or f"conv-{index}")
-        sessions = conversation_sessions(sample, agent_id)
-        all_sessions[agent_id] = sessions
+        name = str(sample.get("sample_id") or f"conv-{index}")
+        agent_id = one_agent or name
+        sessions = conversation_sessions(sample, agent_id, name)
+        all_sessions.setdefault(agent_id, []).extend(sessions)
         where = {m.external_id: s.session_id for s in sessions for m in s.messages}
         last = max((m.created_at for s in sessions for m in s.messages if m.created_at), default=None)
         asked = []
@@ -171,6 +176,11 @@ def load_file(path: str | Path, *, limit_conversations: int | None = None,
             asked.append(Question(agent_id, qa["question"], qa["category"], found,
                                   {where[d] for d in found}, last + TURN_SPACING if last else None))
         questions.extend(asked[:limit_questions])
+    if one_agent:
+        last = max((m.created_at for ss in all_sessions.values() for s in ss for m in s.messages
+                    if m.created_at), default=None)
+        for q in questions:
+            q.as_of = last + TURN_SPACING if last else None
     return Dataset(questions, bad, skipped, all_sessions)
 
 
@@ -343,17 +353,19 @@ def evaluate(conn: psycopg.Connection, questions: Sequence[Question], embeddings
 
 def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT_KS,
         methods: Sequence[Method] = DEFAULT_METHODS, limit_conversations: int | None = None,
-        limit_questions: int | None = None, embedder: Embedder | None = None,
+        limit_questions: int | None = None, one_agent: str | None = None,
+        embedder: Embedder | None = None,
         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
     """Load a LoCoMo file into a fresh database, ask its questions, return the report.
 
     ``dsn``: the server to create the throwaway database on (default: a throwaway embedded
-    server). The shape of the report is that of ``pyrecall bench locomo --json``.
+    server). ``one_agent``: see load_file. The shape of the report is that of
+    ``pyrecall bench locomo --json``.
     """
     from ._scratch import scratch_database
 
     dataset = load_file(path, limit_conversations=limit_conversations,
-                        limit_questions=limit_questions)
+                        limit_questions=limit_questions, one_agent=one_agent)
     embedder = embedder or get_embedder("local/all-MiniLM-L6-v2")
     with scratch_database(dsn, dim=embedder.dim) as url, _connect(url) as conn:
         loaded = load(conn, dataset, embedder, progress=progress)
@@ -363,7 +375,10 @@ def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT
         "n_questions": len(dataset.questions),
         "n_unparseable_evidence": dataset.n_unparseable,
         "n_skipped_questions": dataset.n_skipped,
-        "n_conversations": len(dataset.sessions),
+        "n_conversations": len({s.session_id.rsplit("/", 1)[0]
+                                for ss in dataset.sessions.values() for s in ss}),
+        "n_agents": len(dataset.sessions),
+        "one_agent": one_agent,
         "k": sorted(set(ks)),
         "model": embedder.model,
         "load": loaded,
