@@ -215,3 +215,25 @@ def test_text_index_migration_without_btree_gin_keeps_the_old_index(db_url):
         idx = _chunk_indexes(conn)
         assert "chunks_tsv_idx" in idx and "chunks_agent_tsv_idx" not in idx
         assert not conn.execute("select from pg_extension where extname = 'btree_gin'").fetchone()
+
+
+def _config(conn, key):
+    row = conn.execute("select value #>> '{}' from recall.config where key = %s", [key]).fetchone()
+    return row[0] if row else None
+
+
+def test_text_scan_max_rows_follows_the_text_index_and_keeps_a_dbas_value(db_url):
+    """Where the (agent_id, tsv) GIN index exists, migrate sets text_scan_max_rows 1000 (the
+    functions' built-in 2000 suits the tsv-only index); a value set by hand survives migrate."""
+    with connect(db_url) as conn:
+        assert "chunks_agent_tsv_idx" in _chunk_indexes(conn)
+        assert _config(conn, "text_scan_max_rows") == "1000"
+        conn.execute("update recall.config set value = '3000' where key = 'text_scan_max_rows'")
+        _migrate.migrate(conn)
+        assert _config(conn, "text_scan_max_rows") == "3000"
+        # without the agent's index (btree_gin refused, see below) the setting stays absent
+        conn.execute("delete from recall.config where key = 'text_scan_max_rows'")
+        conn.execute("drop index recall.chunks_agent_tsv_idx")
+        conn.execute("create index chunks_tsv_idx on recall.chunks using gin (tsv)")
+        _migrate.migrate(conn)
+        assert _config(conn, "text_scan_max_rows") is None

@@ -5,6 +5,19 @@
 -- hash is pinned in sql/frozen.txt); a new behaviour is a new version (_v2), and the stable
 -- name recall.hybrid_recall moves to it.
 
+-- text_scan_max_rows: agents of at most this many chunks are text-searched on their B-tree,
+-- larger ones through the GIN index (the _text_arm functions; their built-in default is 2000,
+-- chosen when the GIN index held only tsv and a small agent paid for every agent's postings).
+-- With the (agent_id, tsv) GIN index of 004 the index path pays off from ~1000 chunks: at 100k
+-- and 1M chunks, agents of 1000-2000 chunks answer the same rows 9-15% faster at p50
+-- (docs/BENCHMARKS.md, sixth session). Set only where that index exists and the setting is
+-- absent: a value a DBA wrote stays.
+insert into recall.config (key, value)
+select 'text_scan_max_rows', '1000'
+where exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+              where n.nspname = 'recall' and c.relname = 'chunks_agent_tsv_idx' and c.relkind = 'i')
+on conflict (key) do nothing;
+
 -- _similarity: cosine similarity of a stored chunk embedding and a query embedding; NULL when
 -- either is missing or all zeros (cosine undefined: pgvector's <=> gives NaN, and a NaN score
 -- would sort before every real one)
