@@ -231,12 +231,15 @@ def server_report(data_dir: Path | None = None) -> dict[str, dict[str, str]]:
     except (OSError, ValueError):
         applied = {}
     names = list(server_settings())
-    with psycopg.connect(st.url, autocommit=True) as conn:
-        rows = conn.execute(
-            "select name, current_setting(name) from pg_settings where name = any(%s)",
-            [names]).fetchall()
-        pending = dict(conn.execute(
-            "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+    try:
+        with psycopg.connect(st.url, autocommit=True, connect_timeout=10) as conn:
+            rows = conn.execute(
+                "select name, current_setting(name) from pg_settings where name = any(%s)",
+                [names]).fetchall()
+            pending = dict(conn.execute(
+                "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+    except psycopg.Error:
+        return {}  # running but not answering (starting, stopping, no database yet): say nothing
     report = {}
     for name, shown in sorted(rows, key=lambda r: names.index(r[0])):
         written = pending.get(name)
