@@ -136,6 +136,26 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
     return _with_database(admin_url, DATABASE)
 
 
+def _read_applied(applied_file: Path) -> dict[str, str] | None:
+    """What start() last wrote (APPLIED_FILE); None for a cluster without the record."""
+    try:
+        return json.loads(applied_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _auto_conf(conn: psycopg.Connection) -> dict[str, str]:
+    """The settings written with ALTER SYSTEM (postgresql.auto.conf), applied or pending."""
+    return dict(conn.execute(
+        "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+
+
+def _by_hand(name: str, auto_conf: dict[str, str], applied: dict[str, str] | None) -> bool:
+    """Whether someone else wrote this setting since start() did (a cluster without the
+    record was written by an older pyrecall, which rewrote its settings at every start)."""
+    return applied is not None and name in auto_conf and auto_conf[name] != applied.get(name)
+
+
 def _tune(admin_url: str, defaults: dict[str, str], forced: dict[str, str], applied_file: Path) -> bool:
     """Apply settings with ALTER SYSTEM; True when a restart is needed for them to take effect.
 
@@ -143,22 +163,16 @@ def _tune(admin_url: str, defaults: dict[str, str], forced: dict[str, str], appl
     keeps what this function wrote). A cluster without the file (made by an older pyrecall,
     which rewrote its settings at every start) takes the defaults.
     """
-    try:
-        applied = json.loads(applied_file.read_text())
-    except (OSError, ValueError):
-        applied = None
+    applied = _read_applied(applied_file)
     restart = False
     with psycopg.connect(admin_url, autocommit=True) as conn:
         current = dict(conn.execute(
             "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
             [list(defaults) + list(forced)]).fetchall())
-        pending = dict(conn.execute(
-            "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+        pending = _auto_conf(conn)
         written = dict(applied or {})
         for name, value in {**defaults, **forced}.items():
-            by_hand = (name not in forced and applied is not None and name in pending
-                       and pending[name] != applied.get(name))
-            if by_hand:
+            if name not in forced and _by_hand(name, pending, applied):
                 written.pop(name, None)
                 continue
             written[name] = value
@@ -226,24 +240,20 @@ def server_report(data_dir: Path | None = None) -> dict[str, dict[str, str]]:
     st = status(data_dir)
     if not st.running or st.url is None:
         return {}
-    try:
-        applied = json.loads((st.data_dir / APPLIED_FILE).read_text())
-    except (OSError, ValueError):
-        applied = {}
+    applied = _read_applied(st.data_dir / APPLIED_FILE)
     names = list(server_settings())
     try:
         with psycopg.connect(st.url, autocommit=True, connect_timeout=10) as conn:
             rows = conn.execute(
                 "select name, current_setting(name) from pg_settings where name = any(%s)",
                 [names]).fetchall()
-            pending = dict(conn.execute(
-                "select name, setting from pg_file_settings where sourcefile like '%%auto.conf'").fetchall())
+            pending = _auto_conf(conn)
     except psycopg.Error:
         return {}  # running but not answering (starting, stopping, no database yet): say nothing
     report = {}
     for name, shown in sorted(rows, key=lambda r: names.index(r[0])):
-        written = pending.get(name)
-        set_by = "postgres" if written is None else "pyrecall" if applied.get(name) == written else "you"
+        set_by = ("postgres" if name not in pending else
+                  "you" if _by_hand(name, pending, applied) else "pyrecall")
         report[name] = {"value": shown, "set_by": set_by}
     return report
 
