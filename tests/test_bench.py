@@ -165,9 +165,17 @@ def test_bench_locomo_one_conversation(server_url):
 def test_bench_latency_20k(server_url):
     result = CliRunner().invoke(main, [
         "bench", "latency", "--chunks", "20000", "--agents", "50", "--queries", "10",
-        "--load-jobs", "2", "--json", "--quiet", "--dsn", server_url])
+        "--load-jobs", "2", "--clients", "1,3", "--clients-seconds", "0.5",
+        "--json", "--quiet", "--dsn", server_url])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
+    load = report["under_load"]
+    assert load["seconds"] == 0.5 and load["queries"] >= 10
+    assert list(load["by_clients"]) == ["1", "3"]
+    for r in load["by_clients"].values():
+        assert r["n_queries"] >= 1 and r["qps"] > 0 and 0 < r["p50"] <= r["p95"] <= r["p99"]
+    assert load["by_clients"]["1"]["qps_over_first"] == 1.0
+    assert load["by_clients"]["3"]["n_queries"] >= 3       # every client asked at least once
     assert report["chunks"] >= 20_000 and report["messages"] >= 2 * 20_000
     assert report["ingest"]["jobs"] == 2
     assert report["ingest"]["messages_per_s"] > 0 and report["index"]["build_s"] >= 0
@@ -177,6 +185,23 @@ def test_bench_latency_20k(server_url):
             s = r[method]
             assert 0 < s["p50"] <= s["p95"] <= s["p99"] and not math.isnan(s["p99"])
         assert _in_unit(r["ann"]["recall@10"]) and _in_unit(r["hybrid"]["vector_arm_recall@10"])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1,x", "expected counts like 1,2,4"),
+    ("0", "between 1 and 64"),
+    ("1,65", "between 1 and 64"),
+])
+def test_bench_latency_clients_checked(value, message):
+    result = CliRunner().invoke(main, ["bench", "latency", "--clients", value])
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bench_latency_clients_parsed():
+    from pyrecall.bench.cli import _client_counts
+    assert _client_counts(None, None, " 1, 2,2,4 ") == [1, 2, 4]
+    assert _client_counts(None, None, "") == []
 
 
 def _loaded(url: str, jobs: int) -> tuple[dict, list[tuple]]:

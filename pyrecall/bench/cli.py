@@ -155,6 +155,22 @@ def _print_locomo(report: dict) -> None:
                   f"load: {report['load']}")
 
 
+def _default_clients() -> str:
+    cpus = os.cpu_count() or 1
+    return ",".join(str(n) for n in dict.fromkeys((1, cpus, 2 * cpus)))
+
+
+def _client_counts(ctx, param, value: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; '' -> [] (no measurement under load)."""
+    try:
+        counts = [int(x) for x in value.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise click.BadParameter(f"expected counts like 1,2,4, got {value!r}") from None
+    if any(not 1 <= n <= 64 for n in counts):
+        raise click.BadParameter(f"each count must be between 1 and 64, got {value!r}")
+    return list(dict.fromkeys(counts))
+
+
 @bench.command("latency")
 @click.option("--chunks", "n_chunks", type=int, default=20_000, show_default=True,
               help="Chunks in all (each session: 10 exchanges = 20 messages = 10 chunks).")
@@ -167,6 +183,12 @@ def _print_locomo(report: dict) -> None:
 @click.option("--load-jobs", type=click.IntRange(1, 64), default=os.cpu_count() or 1,
               show_default="the number of CPUs",
               help="Connections that ingest in parallel (agents' batches spread over them).")
+@click.option("--clients", callback=_client_counts, default=_default_clients(),
+              show_default="1, the number of CPUs, twice that",
+              help="Connections asking hybrid_recall at once, comma-separated: queries/s and "
+                   "latency under load, one measurement per count ('' for none).")
+@click.option("--clients-seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds each --clients count runs.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
@@ -174,15 +196,16 @@ def _print_locomo(report: dict) -> None:
                    "server in a temporary directory).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
-def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, seed, as_json, dsn,
-                quiet):
+def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, clients,
+                clients_seconds, seed, as_json, dsn, quiet):
     """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
 
     Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
     timestamps) are loaded through the normal ingestion path into a fresh database; then
     (a) the exact per-agent vector query, (b) the raw ANN query, (c) hybrid_recall with a
     2000-token budget and (d) session_recall are timed for small (<= 1,000 chunks), medium
-    (<= 20,000) and large agents.
+    (<= 20,000) and large agents, one query at a time; then (c) under load: --clients
+    connections asking at once, queries/s and latency for each count.
 
     \b
     Example:
@@ -194,7 +217,8 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, see
     with _progress(not quiet) as progress:
         report = latency.run(n_chunks, n_agents, dsn=dsn, seed=seed,
                              queries_per_class=queries_per_class, ef_search=ef_search,
-                             load_jobs=load_jobs, progress=progress)
+                             load_jobs=load_jobs, clients=clients,
+                             clients_seconds=clients_seconds, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -227,6 +251,16 @@ def _print_latency(report: dict) -> None:
                       f"{r['hybrid']['vector_arm_recall@10']:.3f}", trio(r["session"]),
                       f"{r['hybrid_over_exact']['p50']}")
     console.print(table)
+    load = report.get("under_load") or {}
+    if load.get("by_clients"):
+        table = Table(title=f"hybrid_recall under load: {load['queries']} queries of every size "
+                            f"class in turn, {load['seconds']:g} s per row")
+        for col in ("clients", "queries/s", "× 1st row", "ms p50 / p95 / p99", "n"):
+            table.add_column(col, justify="right")
+        for n, r in load["by_clients"].items():
+            table.add_row(n, f"{r['qps']:,.0f}", f"{r['qps_over_first']:.2f}",
+                          f"{r['p50']:.1f} / {r['p95']:.1f} / {r['p99']:.1f}", str(r["n_queries"]))
+        console.print(table)
 
 
 @bench.command("plot")

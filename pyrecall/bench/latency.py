@@ -13,7 +13,8 @@ written with binary COPY + UPDATE; the ANN index is built by ``recall.create_vec
 Then, for small / medium / large agents and overall, the p50/p95/p99 latency and recall@10
 (against the exact per-agent answer) of: (a) the exact per-agent query, (b) the raw ANN query
 (HNSW forced, iterative scan; through the agent's own partial index where it has one), (c) ``recall.hybrid_recall`` with a token budget, (d)
-``recall.session_recall``.
+``recall.session_recall``; then (c) under load: queries/s and latency with 1, 2, ... clients
+asking at once (:func:`throughput`).
 
     >>> report = run(n_chunks=20_000, n_agents=50)   # doctest: +SKIP
 """
@@ -415,10 +416,89 @@ def measure(conn: psycopg.Connection, queries: dict[str, list[Query]], *, ef_sea
     return out
 
 
+def throughput(connect: Callable[[], psycopg.Connection], queries: dict[str, list[Query]],
+               clients: list[int], *, seconds: float = 10.0, ef_search: int = 40,
+               progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    """(c) under load: for each n in ``clients``, n connections (one thread each) ask
+    ``recall.hybrid_recall`` the pooled queries of every size class in turn, each from its own
+    starting point, for ``seconds``; queries/s, latency percentiles and queries/s over the
+    first n's (the scaling) in the same run."""
+    pool = [q for cls in CLASSES for q in queries.get(cls, [])]
+    if not pool or not clients:
+        return {}
+    advance = progress("under load", len(clients)) if progress else None
+    out: dict[str, Any] = {}
+    base_qps = None
+    for n in clients:
+        done, elapsed = _under_load(connect, pool, n, seconds, ef_search)
+        qps = len(done) / elapsed if elapsed else 0.0
+        base_qps = base_qps or qps
+        out[str(n)] = {**_stats(done), "qps": round(qps, 1), "n_queries": len(done),
+                       "qps_over_first": round(qps / base_qps, 3) if base_qps else None}
+        if advance:
+            advance(1)
+    return {"seconds": seconds, "queries": len(pool), "by_clients": out}
+
+
+def _under_load(connect: Callable[[], psycopg.Connection], pool: list[Query], n: int,
+                seconds: float, ef_search: int) -> tuple[list[float], float]:
+    """n clients asking at once: every latency (ms) and the wall seconds from the common start
+    to the last client's last answer. Each connection first asks every pooled query once,
+    unmeasured (plans cached, pages read), so that 1 and 8 clients start equally warm; each
+    asks at least once measured. A failing client stops the run with its error."""
+    conns: list[psycopg.Connection] = []
+    times: list[list[float]] = [[] for _ in range(n)]
+    errors: list[BaseException] = []
+    ready = threading.Barrier(n + 1)
+    deadline = [float("inf")]
+
+    def client(i: int) -> None:
+        c, j = conns[i], i * len(pool) // n
+        try:
+            c.execute("set hnsw.iterative_scan = relaxed_order")
+            c.execute(f"set hnsw.ef_search = {int(ef_search)}")
+            for q in pool:
+                c.execute(HYBRID, [q.agent.agent_id, q.text, q.vector]).fetchall()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread below
+            errors.append(exc)
+        ready.wait()
+        while not errors:
+            q = pool[j % len(pool)]
+            j += 1
+            try:
+                t, _ = _timed(c, HYBRID, [q.agent.agent_id, q.text, q.vector])
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                return
+            times[i].append(t)
+            if time.perf_counter() >= deadline[0]:
+                return
+
+    try:
+        for _ in range(n):
+            conns.append(connect())
+        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+        for th in threads:
+            th.start()
+        ready.wait()                                  # every client warm: the clock starts
+        t0 = time.perf_counter()
+        deadline[0] = t0 + seconds
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - t0
+    finally:
+        for c in conns:
+            c.close()
+    if errors:
+        raise errors[0]
+    return [t for ts in times for t in ts], elapsed
+
+
 # ---------------------------------------------------------------- one run
 
 def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, seed: int = 7,
         queries_per_class: int = 100, ef_search: int = 40, load_jobs: int = 1,
+        clients: list[int] | None = None, clients_seconds: float = 10.0,
         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
     """Generate, load, index and time; return the report of ``pyrecall bench latency --json``."""
     from ._scratch import scratch_database
@@ -450,6 +530,8 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
                     pg_total_relation_size('recall.messages')""").fetchone(), strict=True))
         queries = make_queries(synth, agents, queries_per_class)
         results = measure(conn, queries, ef_search=ef_search, progress=progress)
+        under_load = throughput(lambda: _connect(url), queries, list(clients or []),
+                                seconds=clients_seconds, ef_search=ef_search, progress=progress)
     per_million = 1e6 / chunks if chunks else 0
     classes = {cls: sum(1 for a in agents if size_class(a.size) == cls) for cls in CLASSES}
     return {
@@ -465,4 +547,5 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
         "ef_search": ef_search,
         "server": server,
         "latency_ms": results,
+        "under_load": under_load,
     }
