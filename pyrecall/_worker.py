@@ -114,7 +114,8 @@ def _vector_problem(vector, dim: int) -> tuple[np.ndarray | None, str | None]:
     """The vector as float32, or why it cannot be stored: wrong length, NaN or infinite
     (also after the cast to float32), all zeros."""
     try:
-        v = np.asarray(vector, dtype=np.float32)
+        with np.errstate(over="ignore"):              # a value past float32's range: inf, refused below
+            v = np.asarray(vector, dtype=np.float32)
     except (TypeError, ValueError):
         return None, "the provider answered something that is not a vector"
     if v.ndim != 1 or v.size != dim:
