@@ -17,7 +17,7 @@ n_sessions), and a query-side prototype (`idf`: the query text without the words
 in more than half of the agent's chunks, e.g. the two speakers' names).
 
     .venv/bin/python bench/locomo_sweep.py ../shared/data/locomo/locomo-dev.json \
-        --out bench/results/locomo_sweep.jsonl
+        --out bench/results/2026-11-22/locomo_sweep.jsonl
 
 Every row printed and written is one JSON object: variant, method name, options, scores.
 """

@@ -1,7 +1,7 @@
-"""Markdown table of a LoCoMo sweep file (bench/results/locomo_sweep.jsonl): one row per
+"""Markdown table of a LoCoMo sweep file (bench/results/2026-11-22/locomo_sweep.jsonl): one row per
 (variant, method), the last measurement of each.
 
-    .venv/bin/python bench/sweep_table.py bench/results/locomo_sweep.jsonl [REGEX]
+    .venv/bin/python bench/sweep_table.py bench/results/2026-11-22/locomo_sweep.jsonl [REGEX]
 """
 
 import json
