@@ -90,17 +90,93 @@ def _in_unit(x):
     return isinstance(x, float | int) and 0.0 <= x <= 1.0
 
 
+PRODUCT = {"dense", "text", "hybrid_recall", "session_recall"}
+BASELINES = {"baseline_dense", "baseline_bm25", "baseline_rrf"}
+
+
+def _check_budgets(report: dict, n_questions: int) -> None:
+    """Every method judged at every budget: scores in 0..1, the context within the budget on
+    average, and a larger budget never holding less evidence (each context extends the last)."""
+    budgets = [str(b) for b in report["budgets"]]
+    assert budgets and report["chunking"] in ("window", "turn_pair")
+    for name, r in report["methods"].items():
+        figures = [r["budget"][b] for b in budgets]
+        for b, f in zip(budgets, figures, strict=True):
+            assert _in_unit(f["recall"]) and _in_unit(f["all"]) and 0 < f["tokens"] <= int(b), (name, b, f)
+            assert sum(c["n"] for c in f["by_category"].values()) == n_questions
+        assert [f["recall"] for f in figures] == sorted(f["recall"] for f in figures), name
+        assert [f["tokens"] for f in figures] == sorted(f["tokens"] for f in figures), name
+
+
 def _check_locomo_report(report: dict, n_questions: int) -> None:
     assert report["n_questions"] == n_questions and report["n_unparseable_evidence"] >= 0
-    assert set(report["methods"]) == {"dense", "text", "hybrid_recall", "session_recall"}
+    assert set(report["methods"]) == PRODUCT | BASELINES
+    _check_budgets(report, n_questions)
     keys = {"recall@5", "recall@10", "recall@20", "all@10", "session_recall@5", "mrr"}
-    for r in report["methods"].values():
+    for r in (report["methods"][m] for m in PRODUCT):
         assert keys <= set(r) and all(_in_unit(r[k]) for k in keys)
         assert r["recall@5"] <= r["recall@10"] <= r["recall@20"]
         assert set(r["by_category"]) <= {"1", "2", "3", "4"}
         for c in r["by_category"].values():
             assert all(_in_unit(c[k]) for k in keys) and c["n"] > 0
     assert sum(c["n"] for c in report["methods"]["dense"]["by_category"].values()) == n_questions
+
+
+@pytest.mark.parametrize("ranked, budget, expect", [
+    ([(["a"], 100), (["b"], 200), (["c"], 10)], 250, [(["a"], 100)]),   # stops at the first misfit
+    ([(["a"], 100), (["b"], 150)], 250, [(["a"], 100), (["b"], 150)]),  # exactly the budget
+    ([(["a"], 300)], 250, []),                                          # the best does not fit
+    ([], 250, []),
+])
+def test_fill_stops_at_the_first_piece_that_does_not_fit(ranked, budget, expect):
+    assert locomo.fill(ranked, budget) == expect
+
+
+@pytest.mark.parametrize("context, evidence, expect", [
+    ([(["D1:1", "D1:3"], 40), (["D1:3"], 10)], ["D1:1", "D1:2"], {"recall": 0.5, "all": 0.0, "tokens": 50.0}),
+    ([(["D1:2"], 5), (["D1:1"], 5)], ["D1:1", "D1:2"], {"recall": 1.0, "all": 1.0, "tokens": 10.0}),
+    ([], ["D1:1"], {"recall": 0.0, "all": 0.0, "tokens": 0.0}),
+])
+def test_score_context(context, evidence, expect):
+    assert locomo.score_context(context, _q(evidence, ["s1"])) == expect
+
+
+def test_baseline_rankings_dense_bm25_and_their_fusion():
+    """Vectors chosen by hand: turn 0 is nearest the query; only turn 2 holds the query's
+    (stemmed) word; RRF puts turn 2 (first by BM25, second by dense) ahead of turn 1."""
+    import bm25s
+    import numpy as np
+
+    texts = ["Ann: hello there", "Bob: nothing here", "Ann: I went hiking in Oregon"]
+    turns = locomo.Turns(["D1:1", "D1:2", "D1:3"], texts, [4, 4, 8],
+                         vectors=np.asarray([[1, 0], [0, 1], [0.8, 0.6]], dtype=np.float32))
+    turns.bm25 = bm25s.BM25()
+    turns.bm25.index(bm25s.tokenize(texts, stopwords="en", stemmer=locomo._stemmer(),
+                                    show_progress=False), show_progress=False)
+    q = locomo.Question("a", "Where did she hike?", 1, ["D1:3"], {"s1"}, None)
+    got = locomo.baseline_rankings(turns, q, [1.0, 0.0])
+    assert got["baseline_dense"] == [0, 2, 1]
+    assert got["baseline_bm25"] == [2]
+    assert got["baseline_rrf"][:2] == [2, 0]
+
+
+def test_turn_pair_chunking_and_a_bad_chunking():
+    sample = {"sample_id": "c", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi"}]}}
+    assert locomo.conversation_sessions(sample, "c")[0].metadata["chunking"] == "window"
+    assert "chunking" not in locomo.conversation_sessions(sample, "c", chunking="turn_pair")[0].metadata
+    with pytest.raises(ValueError, match="chunking must be one of window, turn_pair, got 'x'"):
+        locomo.conversation_sessions(sample, "c", chunking="x")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("250,x", "expected numbers separated by commas"),
+    ("0,250", "each budget must be between 1 and 1000000"),
+])
+def test_bench_locomo_bad_budgets_are_usage_errors(value, message):
+    result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(SAMPLE), "--budgets", value])
+    assert result.exit_code == 2 and message in result.output
 
 
 def _bench_locomo(server_url: str, data: Path, *extra: str) -> dict:

@@ -64,6 +64,20 @@ def _ks(value: str) -> list[int]:
     return ks
 
 
+def _budgets(value: str) -> list[int]:
+    """'250,1000' -> [250, 1000]; '' -> [] (no budget figures)."""
+    if not value.strip():
+        return []
+    try:
+        budgets = sorted({int(b) for b in value.split(",") if b.strip()})
+    except ValueError:
+        raise click.BadParameter(f"expected numbers separated by commas, got {value!r}",
+                                 param_hint="--budgets") from None
+    if budgets and (budgets[0] < 1 or budgets[-1] > 1_000_000):
+        raise click.BadParameter("each budget must be between 1 and 1000000", param_hint="--budgets")
+    return budgets
+
+
 @click.group()
 def bench():
     """Benchmarks: retrieval quality on LoCoMo, latency at a million chunks, peers.
@@ -87,29 +101,44 @@ def bench():
 @click.option("--one-agent", is_flag=True,
               help="Load every conversation into one agent: the others are distractors, as an "
                    "agent's many past sessions are (harder than one agent per conversation).")
+@click.option("--budgets", "budgets", default="250,500,1000,2000", show_default=True,
+              help="Token budgets at which to judge each method's context (evidence recall per "
+                   "token of context), comma-separated; '' for none.")
+@click.option("--baselines/--no-baselines", default=True, show_default=True,
+              help="Also single-turn dense, BM25 and RRF baselines cut at the same budgets.")
+@click.option("--chunking", type=click.Choice(["window", "turn_pair"]), default="window",
+              show_default=True,
+              help="How the conversations are chunked: chat windows of 4 turns every 2, or turn "
+                   "pairs (the default chunking of agent sessions).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
-def locomo_cmd(data, ks, limit_conversations, limit_questions, one_agent, as_json, dsn, quiet):
+def locomo_cmd(data, ks, budgets, baselines, chunking, limit_conversations, limit_questions,
+               one_agent, as_json, dsn, quiet):
     """Evidence recall of dense, text, hybrid_recall and session_recall on LoCoMo.
 
     Each conversation is one agent (with --one-agent, all are one), loaded into a fresh
     database through the normal ingestion path and embedded with the local all-MiniLM-L6-v2; questions of categories
-    1-4 are asked through the public SQL functions. Answers are never used.
+    1-4 are asked through the public SQL functions. Answers are never used. Each method is
+    judged by recall over its first k chunks and, at each of --budgets, by the evidence its
+    context holds when the function fills that token budget; single-turn baselines (the
+    speaker's name in each turn) are cut at the same budgets with the same token count.
 
     \b
     Example:
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --json
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --one-agent
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --budgets 250,1000
     """
     from . import locomo
 
     with _progress(not quiet) as progress:
         report = locomo.run(data, dsn=dsn, ks=_ks(ks), limit_conversations=limit_conversations,
-                            limit_questions=limit_questions,
+                            limit_questions=limit_questions, budgets=_budgets(budgets),
+                            baselines=baselines, chunking=chunking,
                             one_agent="locomo" if one_agent else None, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -131,6 +160,7 @@ def _print_locomo(report: dict) -> None:
 
     console = _console()
     metrics = [f"recall@{k}" for k in report["k"]] + ["all@10", "session_recall@5", "mrr"]
+    ranked = {name: r for name, r in report["methods"].items() if "latency_ms" in r}
     table = Table(title=f"LoCoMo evidence retrieval — {report['n_questions']} questions, "
                         f"{report['n_conversations']} conversations"
                         f"{' in one agent' if report.get('one_agent') else ''} ({report['model']})")
@@ -138,18 +168,31 @@ def _print_locomo(report: dict) -> None:
     for m in metrics:
         table.add_column(m, justify="right")
     table.add_column("p50 ms", justify="right")
-    for name, r in report["methods"].items():
+    for name, r in ranked.items():
         table.add_row(name, *(f"{r[m]:.3f}" for m in metrics), f"{r['latency_ms']['p50']:.1f}")
     console.print(table)
     cats = Table(title="recall@10 by category")
     cats.add_column("method")
-    first = next(iter(report["methods"].values()))
+    first = next(iter(ranked.values()))
     for c in first["by_category"]:
         label = CATEGORIES.get(int(c), c)
         cats.add_column(f"{c} {label} (n={first['by_category'][c]['n']})", justify="right")
-    for name, r in report["methods"].items():
+    for name, r in ranked.items():
         cats.add_row(name, *(f"{r['by_category'][c]['recall@10']:.3f}" for c in first["by_category"]))
     console.print(cats)
+    budgets = [str(b) for b in report.get("budgets", [])]
+    if budgets:
+        at = Table(title=f"evidence recall at a token budget (chunking: {report.get('chunking')}); "
+                         "all-evidence and mean tokens used below each")
+        at.add_column("method")
+        for b in budgets:
+            at.add_column(f"B={b}", justify="right")
+        for name, r in report["methods"].items():
+            if "budget" in r:
+                at.add_row(name, *(f"{r['budget'][b]['recall']:.3f}\n"
+                                   f"all {r['budget'][b]['all']:.3f} · {r['budget'][b]['tokens']:.0f} tok"
+                                   for b in budgets))
+        console.print(at)
     console.print(f"unparseable or unmatched evidence ids: {report['n_unparseable_evidence']}; "
                   f"questions without usable evidence: {report['n_skipped_questions']}; "
                   f"load: {report['load']}")

@@ -13,6 +13,7 @@ asked through the public SQL functions only. Answers are never read.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import statistics
@@ -28,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from .._embed import Embedder, get_embedder
+from .._errors import ConfigError
 from .._ingest import ingest
 from .._worker import Worker, count_pending
 from ..importers._records import Message, Session
@@ -36,6 +38,8 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DEFAULT_KS = (5, 10, 20)
 TURN_SPACING = timedelta(minutes=1)
 EVIDENCE_ID = re.compile(r"D(\d+):(\d+)")
+CHUNKINGS = ("window", "turn_pair")
+DEFAULT_BUDGETS = (250, 500, 1000, 2000)
 
 
 # ---------------------------------------------------------------- the data
@@ -91,11 +95,15 @@ def turn_text(turn: dict) -> str:
     return text
 
 
-def conversation_sessions(sample: dict, agent_id: str, name: str | None = None) -> list[Session]:
+def conversation_sessions(sample: dict, agent_id: str, name: str | None = None,
+                          chunking: str = "window") -> list[Session]:
     """One conversation as pyrecall sessions: one message per turn, speaker_a as the user,
     speaker_b as the assistant, the speaker's name in metadata.speaker, dia_id as external id,
     turns one minute apart from the session's date. Session ids are ``<name>/session_<n>``
-    (``name`` defaults to agent_id)."""
+    (``name`` defaults to agent_id). ``chunking``: "window" (a chat: overlapping windows of
+    turns, as every chat import is) or "turn_pair" (the default chunking of agent sessions)."""
+    if chunking not in CHUNKINGS:
+        raise ValueError(f"chunking must be one of {', '.join(CHUNKINGS)}, got {chunking!r}")
     conv = sample["conversation"]
     sessions = []
     for n in _session_numbers(conv):
@@ -120,7 +128,7 @@ def conversation_sessions(sample: dict, agent_id: str, name: str | None = None) 
             # a chat between two people: chunked in overlapping windows of turns (see
             # recall._rechunk), as every chat import is
             started_at=started, metadata={"locomo_session": n, "date_time": raw_date,
-                                          "chunking": "window"},
+                                          **({"chunking": "window"} if chunking == "window" else {})},
             messages=messages))
     return sessions
 
@@ -144,7 +152,8 @@ class Dataset:
 
 
 def load_file(path: str | Path, *, limit_conversations: int | None = None,
-              limit_questions: int | None = None, one_agent: str | None = None) -> Dataset:
+              limit_questions: int | None = None, one_agent: str | None = None,
+              chunking: str = "window") -> Dataset:
     """Read a LoCoMo file: the sessions to ingest and the questions to ask (categories 1-4).
 
     ``limit_questions`` keeps the first n questions of each conversation (for quick runs).
@@ -159,7 +168,7 @@ def load_file(path: str | Path, *, limit_conversations: int | None = None,
     for index, sample in enumerate(data[:limit_conversations]):
         name = str(sample.get("sample_id") or f"conv-{index}")
         agent_id = one_agent or name
-        sessions = conversation_sessions(sample, agent_id, name)
+        sessions = conversation_sessions(sample, agent_id, name, chunking)
         all_sessions.setdefault(agent_id, []).extend(sessions)
         where = {m.external_id: s.session_id for s in sessions for m in s.messages}
         last = max((m.created_at for s in sessions for m in s.messages if m.created_at), default=None)
@@ -251,25 +260,34 @@ DEFAULT_METHODS = (
 FUNCTIONS = {"hybrid_recall", "session_recall"}
 
 
-def _statement(method: Method) -> sql.Composed:
+def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
+    """The SQL call of one method; with ``budget``, also the token_budget argument and the
+    n_tokens column (what a context at a budget is judged on)."""
     if method.function not in FUNCTIONS:
         raise ValueError(f"unknown recall function {method.function!r}")
     names = ["agent_id", "query_text", "query_embedding", "k", "as_of", *method.options]
+    if budget:
+        names.append("token_budget")
     args = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names)
-    return sql.SQL("select session_id, message_ids from recall.{}({})").format(
+    columns = "session_id, message_ids, n_tokens" if budget else "session_id, message_ids"
+    return sql.SQL("select " + columns + " from recall.{}({})").format(
         sql.Identifier(method.function), args)
 
 
 def ask(conn: psycopg.Connection, method: Method, question: Question, embedding, k: int,
-        *, statement: sql.Composed | None = None) -> list[tuple[str, list[int]]]:
-    """The ranking one method returns for one question: (session_id, message_ids) per chunk."""
+        *, statement: sql.Composed | None = None, token_budget: int | None = None) -> list[tuple]:
+    """The ranking one method returns for one question: (session_id, message_ids) per chunk,
+    and n_tokens too when ``token_budget`` is given (the function fills the budget itself)."""
     params = {"agent_id": question.agent_id, "query_text": question.text if method.text else None,
               "query_embedding": embedding if method.embedding else None, "k": k,
               "as_of": question.as_of}
     for name, value in method.options.items():
         params[name] = timedelta(days=value) if name == "half_life" and isinstance(value, (int, float)) else value
-    return conn.execute(statement or _statement(method), params).fetchall()
+    if token_budget is not None:
+        params["token_budget"] = token_budget
+    return conn.execute(statement or _statement(method, budget=token_budget is not None),
+                        params).fetchall()
 
 
 # ---------------------------------------------------------------- scoring
@@ -349,28 +367,204 @@ def evaluate(conn: psycopg.Connection, questions: Sequence[Question], embeddings
     return results
 
 
+# ---------------------------------------------------------------- at a token budget
+
+def score_context(context: Sequence[tuple[Sequence[str], int]], question: Question) -> dict[str, float]:
+    """Evidence recall of one context: ``context`` is (turns it holds, n_tokens) per piece.
+
+    recall = share of the evidence turns the context holds; all = 1 when it holds every one;
+    tokens = what the context costs (a turn held by two pieces is paid twice, as an agent
+    reading the context pays it).
+
+    >>> q = Question("a", "?", 1, ["D1:1", "D1:2"], {"s1"}, None)
+    >>> score_context([(["D1:1", "D1:3"], 40), (["D1:3"], 10)], q)
+    {'recall': 0.5, 'all': 0.0, 'tokens': 50.0}
+    """
+    evidence = set(question.evidence)
+    held = {t for turns, _ in context for t in turns}
+    return {"recall": len(held & evidence) / len(evidence), "all": float(evidence <= held),
+            "tokens": float(sum(n for _, n in context))}
+
+
+def fill(ranked: Iterable[tuple[Sequence[str], int]], budget: int) -> list[tuple[Sequence[str], int]]:
+    """The first pieces of a ranking whose running token sum stays within ``budget``, stopping
+    at the first that would exceed it: the rule of hybrid_recall_v3's token_budget, applied to
+    the baselines so that every method is cut the same way.
+
+    >>> fill([(["a"], 100), (["b"], 200), (["c"], 10)], 250)
+    [(['a'], 100)]
+    """
+    out, used = [], 0
+    for piece in ranked:
+        if used + piece[1] > budget:
+            break
+        out.append(piece)
+        used += piece[1]
+    return out
+
+
+def _budget_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+    keys = ["recall", "all", "tokens"]
+    by_cat = defaultdict(list)
+    for cat, r in rows:
+        by_cat[cat].append(r)
+    out = _mean([r for _, r in rows], keys)
+    out["by_category"] = {str(c): {**_mean(by_cat[c], keys), "n": len(by_cat[c])}
+                          for c in sorted(by_cat)}
+    return out
+
+
+def evaluate_budgets(conn: psycopg.Connection, questions: Sequence[Question], embeddings: Sequence,
+                     methods: Sequence[Method], budgets: Sequence[int], *, k: int = 200,
+                     progress: Callable[[str, int], Callable[[int], None]] | None = None
+                     ) -> dict[str, dict[str, Any]]:
+    """Each method asked with ``token_budget`` = each budget (the function fills it), scored
+    by score_context: {method: {str(budget): {recall, all, tokens, by_category}}}."""
+    dia_of = dict(conn.execute("select message_id, external_id from recall.messages").fetchall())
+    results = {}
+    for method in methods:
+        statement = _statement(method, budget=True)
+        advance = progress(f"asking at budgets: {method.name}", len(questions)) if progress else None
+        rows: dict[int, list] = {b: [] for b in budgets}
+        for question, embedding in zip(questions, embeddings, strict=True):
+            for b in budgets:
+                got = ask(conn, method, question, embedding, k, statement=statement, token_budget=b)
+                context = [([dia_of[m] for m in ids or () if m in dia_of], n) for _, ids, n in got]
+                rows[b].append((question.category, score_context(context, question)))
+            if advance:
+                advance(1)
+        results[method.name] = {str(b): _budget_summary(rows[b]) for b in budgets}
+    return results
+
+
+# ---------------------------------------------------------------- single-turn baselines
+
+@dataclass
+class Turns:
+    """One agent's turns as single documents, each with the speaker's name in its text."""
+
+    dia_ids: list[str]
+    texts: list[str]
+    n_tokens: list[int]
+    vectors: Any = None            # unit vectors, one row per turn
+    bm25: Any = None               # a bm25s.BM25 over the texts
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def single_turns(dataset: Dataset, embedder: Embedder, *,
+                 progress: Callable[[str, int], Callable[[int], None]] | None = None
+                 ) -> dict[str, Turns]:
+    """Every agent's turns as "Speaker: text" documents: embedded with the same model, token
+    counts from the same tokenizer as n_tokens, and a BM25 index (bm25s, English stop words
+    and Snowball stemming, as PostgreSQL's 'english' configuration does)."""
+    try:
+        import bm25s
+    except ImportError:
+        raise ConfigError("the single-turn baselines need bm25s and PyStemmer: "
+                          "pip install 'pyrecall[bench]' (or pass --no-baselines)") from None
+    import numpy as np
+
+    total = sum(len(s.messages) for ss in dataset.sessions.values() for s in ss)
+    advance = progress("baselines: embedding single turns", total) if progress else None
+    stemmer = _stemmer()
+    out = {}
+    for agent_id, sessions in dataset.sessions.items():
+        docs = [(m.external_id, f"{(m.metadata or {}).get('speaker') or m.role.title()}: {m.content}")
+                for s in sessions for m in s.messages]
+        turns = Turns([d for d, _ in docs], [t for _, t in docs],
+                      [embedder.count_tokens(t) for _, t in docs])
+        vectors = []
+        for i in range(0, len(turns.texts), 64):
+            batch = turns.texts[i:i + 64]
+            vectors.extend(embedder.embed(batch))
+            if advance:
+                advance(len(batch))
+        turns.vectors = np.asarray(vectors, dtype=np.float32)
+        turns.bm25 = bm25s.BM25(k1=1.2, b=0.75)
+        turns.bm25.index(bm25s.tokenize(turns.texts, stopwords="en", stemmer=stemmer,
+                                        show_progress=False), show_progress=False)
+        out[agent_id] = turns
+    return out
+
+
+def baseline_rankings(turns: Turns, question: Question, embedding, *, rrf_k: int = 60
+                      ) -> dict[str, list[int]]:
+    """Indexes of the agent's turns, best first, for each baseline: dense (cosine of MiniLM
+    vectors), bm25, and rrf (their reciprocal-rank fusion, sum of 1 / (rrf_k + rank))."""
+    import bm25s
+    import numpy as np
+
+    dense = [int(i) for i in np.argsort(-(turns.vectors @ np.asarray(embedding, dtype=np.float32)),
+                                        kind="stable")]
+    tokens = bm25s.tokenize([question.text], stopwords="en", stemmer=_stemmer(), show_progress=False)
+    bm25: list[int] = []
+    if tokens.ids and tokens.ids[0]:
+        docs, scores = turns.bm25.retrieve(tokens, k=len(turns.texts), show_progress=False)
+        bm25 = [int(d) for d, sc in zip(docs[0], scores[0], strict=True) if sc > 0]
+    fused: dict[int, float] = defaultdict(float)
+    for ranking in (dense, bm25):
+        for rank, i in enumerate(ranking, start=1):
+            fused[i] += 1.0 / (rrf_k + rank)
+    rrf = sorted(fused, key=lambda i: (-fused[i], i))
+    return {"baseline_dense": dense, "baseline_bm25": bm25, "baseline_rrf": rrf}
+
+
+def evaluate_baselines(dataset: Dataset, embeddings: Sequence, budgets: Sequence[int],
+                       turns_by_agent: dict[str, Turns]) -> dict[str, dict[str, Any]]:
+    """The single-turn baselines cut at each budget by ``fill``, scored by score_context."""
+    rows: dict[str, dict[int, list]] = defaultdict(lambda: {b: [] for b in budgets})
+    for question, embedding in zip(dataset.questions, embeddings, strict=True):
+        turns = turns_by_agent[question.agent_id]
+        for name, ranking in baseline_rankings(turns, question, embedding).items():
+            ranked = [([turns.dia_ids[i]], turns.n_tokens[i]) for i in ranking]
+            for b in budgets:
+                rows[name][b].append((question.category, score_context(fill(ranked, b), question)))
+    return {name: {str(b): _budget_summary(by_budget[b]) for b in budgets}
+            for name, by_budget in rows.items()}
+
+
 # ---------------------------------------------------------------- one run
 
 def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT_KS,
         methods: Sequence[Method] = DEFAULT_METHODS, limit_conversations: int | None = None,
         limit_questions: int | None = None, one_agent: str | None = None,
-        embedder: Embedder | None = None,
+        budgets: Sequence[int] = DEFAULT_BUDGETS, baselines: bool = True,
+        chunking: str = "window", embedder: Embedder | None = None,
         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
     """Load a LoCoMo file into a fresh database, ask its questions, return the report.
 
     ``dsn``: the server to create the throwaway database on (default: a throwaway embedded
-    server). ``one_agent``: see load_file. The shape of the report is that of
-    ``pyrecall bench locomo --json``.
+    server). ``one_agent``, ``chunking``: see load_file. ``budgets``: also judge every method
+    by the evidence its context holds at each token budget (report key "budget", per method),
+    and, with ``baselines``, single-turn dense / BM25 / RRF baselines cut at the same budgets.
+    The shape of the report is that of ``pyrecall bench locomo --json``.
     """
     from ._scratch import scratch_database
 
     dataset = load_file(path, limit_conversations=limit_conversations,
-                        limit_questions=limit_questions, one_agent=one_agent)
+                        limit_questions=limit_questions, one_agent=one_agent,
+                        chunking=chunking)
+    budgets = sorted(set(budgets))
     embedder = embedder or get_embedder("local/all-MiniLM-L6-v2")
     with scratch_database(dsn, dim=embedder.dim) as url, _connect(url) as conn:
         loaded = load(conn, dataset, embedder, progress=progress)
         embeddings = embed_questions(embedder, dataset.questions, progress=progress)
         scores = evaluate(conn, dataset.questions, embeddings, methods, ks=ks, progress=progress)
+        if budgets:
+            at_budget = evaluate_budgets(conn, dataset.questions, embeddings, methods, budgets,
+                                         progress=progress)
+            for name, figures in at_budget.items():
+                scores[name]["budget"] = figures
+    if budgets and baselines:
+        turns = single_turns(dataset, embedder, progress=progress)
+        for name, figures in evaluate_baselines(dataset, embeddings, budgets, turns).items():
+            scores[name] = {"budget": figures}
     return {
         "n_questions": len(dataset.questions),
         "n_unparseable_evidence": dataset.n_unparseable,
@@ -379,7 +573,9 @@ def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT
                                 for ss in dataset.sessions.values() for s in ss}),
         "n_agents": len(dataset.sessions),
         "one_agent": one_agent,
+        "chunking": chunking,
         "k": sorted(set(ks)),
+        "budgets": budgets,
         "model": embedder.model,
         "load": loaded,
         "methods": scores,
