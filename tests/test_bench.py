@@ -170,6 +170,17 @@ def test_turn_pair_chunking_and_a_bad_chunking():
         locomo.conversation_sessions(sample, "c", chunking="x")
 
 
+def test_bench_ingest_small(server_url):
+    """`bench ingest`, small: 200 alternating messages in 4 sessions make 100 turn pairs; the
+    report says so (the rate is a figure for docs, never asserted)."""
+    result = CliRunner().invoke(main, ["bench", "ingest", "--messages", "200", "--sessions", "4",
+                                       "--words", "5", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["messages"], report["sessions"], report["chunks"]) == (200, 4, 100)
+    assert report["messages_per_s"] > 0 and report["client_cpu_us_per_message"] > 0
+
+
 @pytest.mark.parametrize("value, message", [
     ("250,x", "expected numbers separated by commas"),
     ("0,250", "each budget must be between 1 and 1000000"),

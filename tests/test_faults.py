@@ -507,13 +507,10 @@ def test_index_killed_mid_import_then_rerun_holds_exactly_the_files(db_url, conn
 # ---------------------------------------------------------------- load (the CI variant)
 
 def test_load_ci_variant(server_url):
-    """bench/load.py, short: 8 clients for 10 s on a small database while a worker embeds and
-    an importer writes: no error, every write there once, recalls answered."""
-    import importlib.util
+    """`pyrecall bench load`, short: 8 clients for 10 s on a small database while a worker
+    embeds and an importer writes: no error, every write there once, recalls answered."""
+    from pyrecall.bench import load
 
-    spec = importlib.util.spec_from_file_location("load_bench", ROOT / "bench" / "load.py")
-    load = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(load)
     report = load.run(chunks=5_000, agents=20, clients=[8], seconds=10, dsn=server_url, import_rate=100,
                       n_queries=200, index=False, log=lambda m: None)
     (p,) = report["phases"]

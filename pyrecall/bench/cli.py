@@ -394,3 +394,81 @@ def peers_cmd(n_chunks, n_agents, queries_per_class, peers, seed, as_json, dsn, 
                     table.add_row(f"{peer} {q}", f"{r['rows_per_s']:,.0f}", f"{s['p50']}",
                                   f"{s['p95']}", f"{s['p99']}", f"{s['recall@10']}")
     _console().print(table)
+
+
+@bench.command("load")
+@click.option("--chunks", "n_chunks", type=int, default=1_000_000, show_default=True,
+              help="Chunks in the database.")
+@click.option("--agents", "n_agents", type=int, default=None,
+              show_default="chunks / 1000, between 10 and 1000", help="Agents (Zipf sizes).")
+@click.option("--clients", callback=_client_counts, default="4,16,64", show_default=True,
+              help="Concurrent clients, one phase per count, comma-separated.")
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Length of each phase.")
+@click.option("--import-rate", type=click.FloatRange(min=0.1), default=100.0, show_default=True,
+              help="Messages/s the importer writes during each phase.")
+@click.option("--keep", is_flag=True, help="With --dsn: keep the database and print its URL.")
+@click.option("--reuse", metavar="URL", default=None,
+              help="Run the phases on this database, built by an earlier --keep run.")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the report to this file.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to build on (default: a throwaway embedded server).")
+@_handle_errors
+def load_cmd(n_chunks, n_agents, clients, seconds, import_rate, keep, reuse, seed, json_file, dsn):
+    """hybrid_recall under load while an importer writes and a worker embeds.
+
+    For each --clients count, that many connections ask hybrid_recall for --seconds while an
+    importer writes sessions and the embedding worker (a hash embedder: the load is on the
+    database) embeds them; then every write is counted: a lost or doubled message is an
+    error. Prints one JSON report (recalls/s and latency per phase, writes checked); exits 1
+    when a phase lost or doubled a write or saw an error.
+
+    \b
+    Example:
+      pyrecall bench load --chunks 100000 --clients 4,16,64 --seconds 60 --json load.json
+      pyrecall bench load --chunks 5000 --clients 8 --seconds 10
+    """
+    import time
+    from pathlib import Path
+
+    from . import load
+
+    t = time.perf_counter()
+    report = load.run(chunks=n_chunks, agents=n_agents, clients=clients, seconds=seconds, dsn=dsn,
+                      reuse=reuse, keep=keep, seed=seed, import_rate=import_rate,
+                      log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+    text = json.dumps(report, indent=2, default=str)
+    click.echo(text)
+    if json_file:
+        Path(json_file).write_text(text + "\n")
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+@bench.command("ingest")
+@click.option("--messages", "n_messages", type=click.IntRange(1), default=100_000, show_default=True,
+              help="Messages in all.")
+@click.option("--sessions", "n_sessions", type=click.IntRange(1), default=100, show_default=True,
+              help="Sessions they are spread over (one add_messages call each).")
+@click.option("--words", type=click.IntRange(1), default=30, show_default=True,
+              help="Words per message (Zipf-drawn from 5,000).")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@_handle_errors
+def ingest_cmd(n_messages, n_sessions, words, dsn):
+    """Insert throughput of Recall.add_messages, in-database chunking included.
+
+    Prints one JSON report: messages/s, and the CPU time per message of the client and of its
+    server backend (less sensitive to the machine's load than the rate).
+
+    \b
+    Example:
+      pyrecall bench ingest --messages 100000 --sessions 100
+      pyrecall bench ingest --messages 20000 --sessions 2000 --words 30
+    """
+    from . import ingest
+
+    click.echo(json.dumps(ingest.run(n_messages, n_sessions, words, dsn=dsn), indent=2))

@@ -2,9 +2,9 @@
 importer writes. Reports, for each N: recalls/s, p50/p95/p99 latency, errors, and whether
 every write arrived (counts checked after each phase).
 
-    .venv/bin/python bench/load.py                                  # 1M chunks, N = 4, 16, 64, 60 s each
-    .venv/bin/python bench/load.py --chunks 100000 --clients 8 --seconds 10
-    .venv/bin/python bench/load.py --dsn postgresql://... --keep   # on a server of your own
+    pyrecall bench load                                  # 1M chunks, N = 4, 16, 64, 60 s each
+    pyrecall bench load --chunks 100000 --clients 8 --seconds 10
+    pyrecall bench load --dsn postgresql://... --keep   # on a server of your own
 
 The database (a throwaway embedded server unless --dsn) is built as `pyrecall bench latency`
 builds it (pyrecall.bench.latency): Zipf-sized agents, sessions of 10 exchanges through the
@@ -27,20 +27,16 @@ embeddings are counted against what it reported: a lost or doubled write is an e
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import math
 import os
 import platform
 import random
 import statistics
-import sys
 import threading
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,11 +44,11 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pyrecall._ingest import ingest  # noqa: E402
-from pyrecall._worker import Worker  # noqa: E402
-from pyrecall.bench import latency  # noqa: E402
-from pyrecall.importers._records import Message, Session  # noqa: E402
+from .._errors import ConfigError
+from .._ingest import ingest
+from .._worker import Worker
+from ..importers._records import Message, Session
+from . import latency
 
 IMPORTER = "load-importer"
 HYBRID = """select chunk_id, score, cumulative_tokens from recall.hybrid_recall(
@@ -114,13 +110,13 @@ def database(dsn: str | None, keep: bool):
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         info["dbname"] = name
         url = psycopg.conninfo.make_conninfo(**info)
-        from pyrecall import _migrate
+        from .. import _migrate
 
         with psycopg.connect(url, autocommit=True) as c:
             _migrate.migrate(c, dim=latency.DIM)
         yield url
         return
-    from pyrecall.bench._scratch import scratch_database
+    from ._scratch import scratch_database
 
     with scratch_database(dsn) as url:
         yield url
@@ -334,39 +330,8 @@ def run(*, chunks: int = 1_000_000, agents: int | None = None, clients: list[int
     if reuse:
         go(reuse)
     elif keep and not dsn:
-        raise SystemExit("--keep needs --dsn (a throwaway embedded server is always removed)")
+        raise ConfigError("--keep needs --dsn (a throwaway embedded server is always removed)")
     else:
         with database(dsn, keep) as url:
             go(url)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--chunks", type=int, default=1_000_000, help="chunks in the database (default 1M)")
-    p.add_argument("--agents", type=int, default=None, help="agents (default chunks/1000, 10..1000)")
-    p.add_argument("--clients", default="4,16,64", help="concurrent clients per phase (default 4,16,64)")
-    p.add_argument("--seconds", type=float, default=60, help="length of each phase (default 60)")
-    p.add_argument("--import-rate", type=float, default=100, help="importer messages/s (default 100)")
-    p.add_argument("--dsn", default=None, help="a server to build on (default: a throwaway embedded one)")
-    p.add_argument("--keep", action="store_true", help="with --dsn: keep the database, print its URL")
-    p.add_argument("--reuse", default=None, metavar="URL", help="run on this already built database")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--json", default=None, metavar="FILE", help="write the report here too")
-    args = p.parse_args(argv)
-    t = time.perf_counter()
-    report = run(chunks=args.chunks, agents=args.agents, clients=[int(x) for x in args.clients.split(",")],
-                 seconds=args.seconds, dsn=args.dsn, reuse=args.reuse, keep=args.keep, seed=args.seed,
-                 import_rate=args.import_rate, log=lambda m: print(f"[{time.perf_counter() - t:7.1f} s] {m}",
-                                                                   file=sys.stderr, flush=True))
-    report["command"] = " ".join(["bench/load.py", *(argv if argv is not None else sys.argv[1:])])
-    text = json.dumps(report, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    return 0 if report["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
