@@ -122,3 +122,32 @@ def test_migration_006_rechunks_chat_sessions_of_an_old_database(chat):
     assert _migrate.migrate(chat).applied == []
     assert chat.execute("select chunk_id, content from recall.chunks order by 1").fetchall() == before
 
+
+
+def test_each_part_of_a_long_window_names_the_speaker_it_starts_inside(conn):
+    """A window longer than chunk_max_chars (1600) is cut into overlapping parts; a part that
+    starts inside a message is headed by that message's speaker."""
+    conn.execute("""insert into recall.sessions (session_id, agent_id, metadata)
+                    values ('c', 'support', '{"chunking": "window"}')""")
+    long = " ".join(f"word{i}" for i in range(600))          # ~4,900 characters
+    conn.execute("insert into recall.messages (session_id, role, content, created_at, metadata) values "
+                 "('c', 'user', 'short question', '2026-03-10 09:00+00', '{\"author\": \"alice\"}'), "
+                 "('c', 'user', %s, '2026-03-10 09:01+00', '{\"author\": \"bob\"}'), "
+                 "('c', 'user', 'thanks bob', '2026-03-10 09:02+00', '{\"author\": \"carol\"}')", [long])
+    parts = [c for c, in conn.execute("select content from recall.chunks where session_id = 'c' "
+                                      "order by first_seq, part")]
+    assert len(parts) >= 3
+    assert parts[0].startswith("[10 March 2026]\nalice: short question\n\nbob: word0 ")
+    for p in parts[1:-1]:
+        assert p.startswith("bob: ") and p[len("bob: "):] in long[1:]
+    assert parts[-1].startswith("bob: ") and parts[-1].endswith("\n\ncarol: thanks bob")
+    assert parts[-1][len("bob: "):].split("\n\ncarol:")[0] in long[1:]
+
+
+@pytest.mark.parametrize("start, speaker", [(5, None), (6, "a"), (12, "a"), (13, None), (14, None),
+                                            (15, None), (16, "b"), (24, None), (25, None), (90, None)])
+def test_window_part_speaker(conn, start, speaker):
+    """lens: a 5-character date line, then 'a' and 'b' with 10 characters each (blank line
+    included): a's label at 5, the blank line at 13-14, b's label at 15."""
+    assert conn.execute("select recall._window_part_speaker(array['a', 'b'], array[5, 10, 10], %s)",
+                        [start]).fetchone()[0] == speaker

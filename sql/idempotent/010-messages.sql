@@ -225,6 +225,28 @@ as $$
   select coalesce(nullif(btrim(metadata->>'speaker'), ''), nullif(btrim(metadata->>'author'), ''), initcap(role))
 $$;
 
+-- _window_part_speaker: the speaker of the message that a part of a long window starts inside
+-- of (null when the part starts at a message's label or between two messages). lens: the
+-- length of the window's date line, then of each message as the body holds it ("name: text"
+-- and the blank line after it); start: the part's first character, counted from 0.
+create or replace function recall._window_part_speaker(speakers text[], lens int[], start int)
+returns text
+language plpgsql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  at int := lens[1];
+begin
+  for i in 1 .. coalesce(cardinality(speakers), 0) loop
+    if start < at + lens[i + 1] then
+      return case when start > at and start < at + lens[i + 1] - 2 then speakers[i] end;
+    end if;
+    at := at + lens[i + 1];
+  end loop;
+  return null;
+end
+$$;
+
 -- _estimate_tokens: about four characters a token, until the embedder records the exact count.
 -- _rechunk writes the same expression out.
 create or replace function recall._estimate_tokens(body text)
@@ -288,6 +310,8 @@ begin
   msgs as (
     select m.message_id, m.session_id, m.seq, m.external_id, m.role, m.kind, m.content, m.created_at,
            m.importance, m.metadata, m.metadata->>'tool_use_id' as tool_use_id,
+           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''),
+                    initcap(m.role)) as speaker,
            coalesce(ss.metadata->>'chunking' = 'window', false) as windowed,
            count(*) filter (where m.kind = 'text') over w as text_i,
            count(*) filter (where m.kind = 'text') over (partition by m.session_id) as text_n,
@@ -327,7 +351,12 @@ begin
            ) over f) as metadata,
            array_agg(x.message_id) over f as message_ids,
            coalesce('[' || to_char(x.created_at at time zone 'UTC', 'FMDD FMMonth YYYY') || E']\n', '')
-           || string_agg(coalesce(nullif(btrim(x.metadata->>'speaker'), ''), nullif(btrim(x.metadata->>'author'), ''), initcap(x.role)) || ': ' || x.content, E'\n\n') over f as body,
+           || string_agg(x.speaker || ': ' || x.content, E'\n\n') over f as body,
+           -- where each message sits in the body, for the parts of a long window (below)
+           array_agg(x.speaker) over f as speakers,
+           array[char_length(coalesce('[' || to_char(x.created_at at time zone 'UTC', 'FMDD FMMonth YYYY')
+                                      || E']\n', ''))]
+             || array_agg(char_length(x.speaker) + char_length(x.content) + 4) over f as lens,
            max(x.importance) over f as importance
     from msgs x
     where x.windowed and x.kind = 'text'
@@ -370,20 +399,21 @@ begin
            coalesce(nullif(btrim(a.q_metadata->>'speaker'), ''), nullif(btrim(a.q_metadata->>'author'), ''), initcap(a.q_role)) || ': ' || a.q_content || E'\n\n'
              || coalesce(nullif(btrim(a.metadata->>'speaker'), ''), nullif(btrim(a.metadata->>'author'), ''), initcap(a.role)) || ': ' || a.content as body,
            a.q_created_at as created_at, greatest(a.q_importance, a.importance) as importance,
-           a.q_metadata || a.metadata as metadata
+           a.q_metadata || a.metadata as metadata, null::text[] as speakers, null::int[] as lens
     from tools a
     where a.seq = a.answer_seq and not a.windowed
     union all
     -- windows
     select w.session_id, 'window', w.first_seq, w.message_ids, w.body, w.created_at,
-           w.importance, w.metadata
+           w.importance, w.metadata, w.speakers, w.lens
     from windows w
     where (w.text_i - 1) % win_stride = 0
       and (w.text_i = 1 or w.text_i + win_size - win_stride <= w.text_n)
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
-           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata
+           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata,
+           null, null
     from tools m
     where m.kind = 'text' and not m.windowed
       and not (m.answer_seq is not null
@@ -391,7 +421,7 @@ begin
     union all
     -- thinking
     select m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
-           m.created_at, m.importance, m.metadata
+           m.created_at, m.importance, m.metadata, null, null
     from tools m
     where m.kind = 'thinking'
     union all
@@ -408,13 +438,14 @@ begin
                                                 when not c.next_has_id then c.next_importance end, 0)),
            c.metadata || coalesce(case when c.tool_use_id is not null then c.id_result_metadata
                                        when c.next_kind = 'tool_result' and not c.next_has_id
-                                       then c.next_metadata end, '{}')
+                                       then c.next_metadata end, '{}'),
+           null, null
     from tools c
     where c.kind = 'tool_call'
     union all
     -- tool results no call claims
     select r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
-           r.created_at, r.importance, r.metadata
+           r.created_at, r.importance, r.metadata, null, null
     from tools r
     where r.kind = 'tool_result'
       and not coalesce(case when r.tool_use_id is not null then r.id_call_seq is not null
@@ -433,8 +464,14 @@ begin
       and btrim(f.pieces[i], E' \t\r\n') <> ''
   ),
   -- every chunk, long bodies windowed; code blocks are numbered, not windowed
+  -- (a part of a window after the first that starts inside a message is headed by that
+  -- message's speaker: every speaker of a chat chunk is named in its text)
   derived as (
-    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids, w.content,
+    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
+           case when w.part > 0 and u.speakers is not null
+                then coalesce(recall._window_part_speaker(
+                       u.speakers, u.lens, w.part * (conf.max_chars - conf.overlap_chars)) || ': ', '')
+                else '' end || w.content as content,
            u.created_at, u.importance, u.metadata
     from units u
     cross join conf
