@@ -316,15 +316,24 @@ def db_status(as_json):
 
 
 @db.command("url")
+@click.option("--keywords", is_flag=True,
+              help="Print libpq keywords (user=... dbname=... host=...) instead of a URL.")
 @handle_errors
-def db_url():
-    """Print the URL pyrecall uses ($PYRECALL_DSN, else the embedded server, started).
+def db_url(keywords):
+    """Print the postgresql:// URL pyrecall uses ($PYRECALL_DSN, else the embedded server,
+    started), for psql and for any language's driver (Node's pg, JDBC, pgx, ...).
+
+    The embedded server listens on a Unix socket only: its URL names the socket's folder and
+    port (postgresql://postgres@/pyrecall?host=/path/.pyrecall/pgdata&port=5432).
 
     \b
     Example:
       psql "$(pyrecall db url)"
+      DATABASE_URL=$(pyrecall db url) node examples/node/recall.mjs "deploy"
     """
-    click.echo(_db.resolve_dsn())
+    dsn = _db.resolve_dsn()
+    port = None if _config.dsn_from_env() else _db.embedded_port()
+    click.echo(_db.as_keywords(dsn, port=port) if keywords else _db.as_url(dsn, port=port))
 
 
 # ---------------------------------------------------------------- migrate
