@@ -832,7 +832,8 @@ def summarize(agent, llm, everything, as_json, dsn):
 @dsn_option
 @handle_errors
 def sessions(agent, project, since, limit, as_json, dsn):
-    """List the agent's sessions, newest first: id, title, project, branch, start, messages,
+    """List the agent's sessions, newest first: id, title, project, branch, start, time span
+    (first to last message), turns (the user's messages; in a chat, every message), messages,
     chunks, chunks still pending embedding.
 
     \b
@@ -855,21 +856,24 @@ def sessions(agent, project, since, limit, as_json, dsn):
     from rich import box
     from rich.table import Table
 
-    from ._render import _short_project, short_ids
+    from ._render import _short_project, short_ids, span_text
 
     ids = short_ids([s["session_id"] for s in rows])
     console = _stdout_console()
-    # narrower terminals: leave out project and chunks (under 110), and branch (under 100)
+    # narrower terminals: leave out project and chunks (under 110), branch (under 100), span (90)
     dropped = {"project", "chunks"} if console.width < 110 else set()
     dropped |= {"branch"} if console.width < 100 else set()
+    dropped |= {"span"} if console.width < 90 else set()
     table = Table(expand=True, box=box.SIMPLE_HEAD,
                   caption=f"{len(rows)} session(s) of agent {agent!r}"
                   + (" (--limit reached)" if len(rows) == limit else ""))
     columns = [("id", {"no_wrap": True}), ("started", {"no_wrap": True}),
+               ("span", {"justify": "right", "no_wrap": True}),
                ("title", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
                ("project", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
                ("branch", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
-               ("msgs", {"justify": "right"}), ("chunks", {"justify": "right"}),
+               ("turns", {"justify": "right"}), ("msgs", {"justify": "right"}),
+               ("chunks", {"justify": "right"}),
                ("pending", {"justify": "right"})]
     keep = [c for c, _ in columns if c not in dropped]
     for col, kw in columns:
@@ -877,6 +881,7 @@ def sessions(agent, project, since, limit, as_json, dsn):
             table.add_column(col, **kw)
     for s in rows:
         cells = {"id": ids[s["session_id"]], "started": f"{s['started_at']:%Y-%m-%d}",
+                 "span": span_text(s["span_seconds"]), "turns": str(s["turns"]),
                  "title": s["title"] or "", "project": _short_project(s["project"]) or "",
                  "branch": s["branch"] or "", "msgs": str(s["messages"]),
                  "chunks": str(s["chunks"]), "pending": str(s["pending"])}

@@ -23,8 +23,8 @@ def chat(db_url, local_model, monkeypatch):  # noqa: F811
     result = invoke("index", CHAT, "--agent", "support")
     assert result.exit_code == 0, result.output
 
-    def run(*args, input=None):
-        return invoke(*args, "--agent", "support", input=input)
+    def run(*args, input=None, env=None):
+        return invoke(*args, "--agent", "support", input=input, env=env)
     return run
 
 
@@ -137,3 +137,27 @@ def test_malformed_values_are_one_line_with_status_2(args, message):
     assert "Traceback" not in result.output
     errors = [x for x in result.output.splitlines() if x.startswith("Error:")]
     assert len(errors) == 1 and message in errors[0], result.output
+
+
+def test_sessions_carry_turns_and_time_span(chat, db_url):
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("insert into recall.sessions (session_id, agent_id, title) values ('talk', 'support', 'Talk')")
+        conn.execute("""insert into recall.messages (session_id, role, kind, content, created_at) values
+            ('talk', 'user', 'text', 'deploy?', '2026-03-11 10:00+00'),
+            ('talk', 'assistant', 'tool_call', 'kubectl apply', '2026-03-11 10:01+00'),
+            ('talk', 'tool', 'tool_result', 'ok', '2026-03-11 10:02+00'),
+            ('talk', 'assistant', 'text', 'done', '2026-03-11 10:03+00'),
+            ('talk', 'user', 'text', 'thanks', '2026-03-11 12:05+00')""")
+    result = chat("sessions", "--json")
+    assert result.exit_code == 0, result.output
+    got = {s["session_id"]: (s["turns"], s["messages"], s["span_seconds"]) for s in json.loads(result.stdout)}
+    assert got == {"talk": (2, 5, 7500.0),                                 # 2h05
+                   "discord:1160000000000000002": (12, 12, 33 * 60.0)}     # a chat: every message
+    table = chat("sessions", env={"COLUMNS": "120"})
+    assert table.exit_code == 0, table.output
+    head = next(line for line in table.stdout.splitlines() if "started" in line).split()
+    row = next(line for line in table.stdout.splitlines() if line.lstrip().startswith("talk")).split()
+    assert head[:4] == ["id", "started", "span", "title"] and row[:3] == ["talk", "2026-03-11", "2h05"]
+    assert head[-4:] == ["turns", "msgs", "chunks", "pending"] and row[-4:-2] == ["2", "5"]
