@@ -5,7 +5,7 @@ size, mtime, the byte offset up to which whole lines were consumed, and a SHA-25
 bytes (up to 64 KiB of what was consumed). At the next run a file is
 
 - *unchanged* (same size and mtime): not opened at all;
-- *appended* (bigger, same first bytes): line formats (Claude Code, JSONL) are read from the
+- *appended* (bigger, same first bytes): line formats (Claude Code, Codex, JSONL) are read from the
   remembered offset only; documents (OpenAI chat, Discord) are read whole;
 - *rewritten* (shorter than what was consumed, or other first bytes): read from the start.
 
@@ -38,7 +38,7 @@ from .importers._detect import SUFFIXES
 from .importers._records import Problem
 
 HEAD_BYTES = 64 * 1024
-LINE_FORMATS = ("claude_code", "jsonl")  # resumable at a byte offset
+LINE_FORMATS = ("claude_code", "codex", "jsonl")  # resumable at a byte offset
 FOLDER = "folder"                         # source_files.format of a remembered root folder
 UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes)
 
