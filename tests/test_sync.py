@@ -199,17 +199,26 @@ def test_sync_finds_new_files_in_indexed_folders_and_forgets_gone_ones(conn, tmp
     assert source_row(conn, root / "app" / "s1.jsonl") is None
 
 
-def test_sync_without_history_uses_claude_projects_or_says_what_to_do(conn, tmp_path, monkeypatch):
+def test_sync_without_history_uses_the_agents_folders_or_says_what_to_do(conn, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(_sync.ConfigError, match="run `pyrecall index PATH` first"):
+    with pytest.raises(_sync.ConfigError) as exc:
         _sync.sync(conn, agent_id="claude-code")
+    assert str(exc.value) == (
+        "nothing to sync for agent 'claude-code': nothing was indexed before and none of "
+        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp exists; run `pyrecall index PATH` first")
 
     projects = tmp_path / ".claude" / "projects" / "-home-dev-app"
     projects.mkdir(parents=True)
     (projects / "s1.jsonl").write_bytes(line(1, "from claude", sid="s1"))
+    rollouts = tmp_path / ".codex" / "sessions" / "2026" / "04" / "01"
+    rollouts.mkdir(parents=True)
+    (rollouts / "rollout-1.jsonl").write_bytes(codex_say("user", "from codex", 1))
     report = _sync.sync(conn, agent_id="claude-code")
-    assert report.inserted == 1
-    assert _sync.sync_roots(conn, "claude-code") == [tmp_path / ".claude" / "projects"]
+    assert report.inserted == 2
+    assert sorted((r.format, r.status) for r in report.files) == [("claude_code", "new"), ("codex", "new")]
+    # ~/.gemini/tmp does not exist: it is not remembered either
+    assert _sync.sync_roots(conn, "claude-code") == [tmp_path / ".claude" / "projects",
+                                                     tmp_path / ".codex" / "sessions"]
 
 
 def test_sources_are_per_agent(conn, tmp_path):
