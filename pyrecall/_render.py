@@ -56,7 +56,8 @@ def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInf
 # in a chat between people (chunking = window) every text message is one. span: first to last
 # message, in seconds.
 SESSIONS_SQL = """
-select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
+select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
+       s.started_at, s.ended_at,
        m.messages, m.turns,
        extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
                           - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
@@ -67,6 +68,7 @@ select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
 from (select * from recall.sessions s
       where s.agent_id = %(agent)s
         and (%(project)s::text is null or s.project = %(project)s)
+        and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
         and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
       order by coalesce(s.ended_at, s.started_at) desc, s.session_id
       limit %(limit)s) s
@@ -82,11 +84,13 @@ order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 
 
 def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
-                  since: datetime | None = None, limit: int = 50) -> list[dict]:
+                  since: datetime | None = None, limit: int = 50,
+                  source_agent: str | None = None) -> list[dict]:
     """The agent's sessions, newest first, with their message, turn, chunk and pending
-    counts and their time span (first to last message, in seconds)."""
+    counts and their time span (first to last message, in seconds); ``source_agent``: only
+    the sessions that agent wrote (claude-code, codex, gemini)."""
     cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
-                                      "limit": limit})
+                                      "limit": limit, "source_agent": source_agent})
     names = [d.name for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
