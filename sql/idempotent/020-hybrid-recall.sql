@@ -1110,42 +1110,6 @@ matching one common word could outrank one matching the rarest): LoCoMo recall@1
 0.845, session_recall@5 0.803 -> 0.821, MRR 0.649 -> 0.713 (docs/BENCHMARKS.md).
 $c$;
 
--- hybrid_recall: the stable name; today it is v3
-create or replace function recall.hybrid_recall(
-  agent_id           text,
-  query_text         text        default null,
-  query_embedding    vector      default null,
-  k                  int         default 10,
-  token_budget       int         default null,
-  exclude_session_id text        default null,
-  min_similarity     float8       default null,
-  filter             jsonb       default null,
-  kinds              text[]      default null,
-  since              timestamptz default null,
-  until              timestamptz default null,
-  vector_weight      float8       default 0.5,
-  text_weight        float8       default 0.5,
-  recency_weight     float8       default 0.025,
-  importance_weight  float8       default 0.05,
-  half_life          interval    default '30 days',
-  candidates         int         default 100,
-  as_of              timestamptz default null,
-  dedup_similarity   float8       default 0.95)
-returns table (
-  chunk_id bigint, session_id text, kind text, content text, created_at timestamptz,
-  score double precision, similarity double precision, text_rank double precision,
-  recency double precision, importance double precision, n_tokens int,
-  cumulative_tokens bigint, metadata jsonb, message_ids bigint[])
-language sql volatile security invoker
-set search_path to pg_catalog, public, pg_temp
-as $$
-  select * from recall.hybrid_recall_v3(
-    agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
-    min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
-    importance_weight, half_life, candidates, as_of, dedup_similarity)
-$$;
-
-comment on function recall.hybrid_recall is
-  'The stable name of hybrid recall; calls recall.hybrid_recall_v3 (see its comment).';
+-- the stable name recall.hybrid_recall is defined in 060-recall-v4.sql (it calls v4)
 
 grant execute on all functions in schema recall to recall_agent, recall_admin;
