@@ -1,15 +1,15 @@
 """``pyrecall mcp``: the agent's memory as Model Context Protocol tools.
 
 Built on the official ``mcp`` SDK (its ``MCPServer``, FastMCP's successor). The server acts for
-one agent and can never read or write another's rows: every connection of its pool runs as
-the ``recall_agent`` role with ``recall.agent_id`` set to that agent, so PostgreSQL's row-level
+one agent and can never read or write another's rows: every call runs in a transaction as the
+``recall_agent`` role with ``recall.agent_id`` set to that agent, so PostgreSQL's row-level
 security filters every statement (and a login role bound with ``recall.bind_agent`` must be
 bound to the same agent, or the server refuses to serve). The arguments it passes name the
 agent too; they are not what isolates it.
 
 The embedding model is loaded once and the connections are kept open between calls: a call
 costs one query embedding and one SQL function call. A connection the server lost (database
-restart) is noticed before use and replaced: the next call reconnects.
+restart) fails before anything ran and is replaced: the next call reconnects.
 
 Tools (each returns structured content and a short text rendering): ``recall``, ``context``,
 ``sessions``.
@@ -64,37 +64,44 @@ def one_line(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------- connections bound to the agent
 
-def bind(conn: psycopg.Connection, agent: str) -> None:
-    """Make every later statement of ``conn`` run under row-level security for ``agent``.
+AS_AGENT = ("select set_config('role', 'recall_agent', true), "
+            "set_config('recall.agent_id', %s, true)")
 
-    ``SET ROLE recall_agent`` (the row-secured role; a superuser or the owner loses its
-    bypass) and the setting ``recall.agent_id``. A login role bound with recall.bind_agent is
-    bound whatever the setting says: it must be bound to ``agent``.
-    """
+
+def check_role(conn: psycopg.Connection, agent: str) -> None:
+    """Refuse a login role that cannot be bound to ``agent``: one that cannot act as
+    recall_agent, or one bound with recall.bind_agent to another agent (its binding wins over
+    the setting, whatever the server asks). Leaves the connection as it found it."""
+    user = conn.execute("select session_user").fetchone()[0]
     try:
-        conn.execute("set role recall_agent")
+        with conn.transaction():
+            conn.execute(AS_AGENT, [agent])
+            bound = conn.execute("select recall.bound_agent()").fetchone()[0]
     except psycopg.errors.InsufficientPrivilege:
-        user = conn.execute("select session_user").fetchone()[0]
         raise ConfigError(
-            f"the database role {user!r} cannot act as recall_agent, so the server could not be "
+            f"the database role {user!r} cannot act as recall_agent, so the server cannot be "
             f"bound to agent {agent!r} by row-level security: grant recall_agent to {user} (or "
             f"bind it: select recall.bind_agent('{user}', '{agent}'))") from None
-    except psycopg.errors.UndefinedObject:
-        raise ConfigError("the database has no recall schema: run `pyrecall migrate`") from None
-    conn.execute("select set_config('recall.agent_id', %s, false)", [agent])
-    bound = conn.execute("select recall.bound_agent()").fetchone()[0]
+    except (psycopg.errors.InvalidParameterValue, psycopg.errors.UndefinedFunction,
+            psycopg.errors.InvalidSchemaName):
+        raise ConfigError("the database has no recall schema (or an old one): run "
+                          "`pyrecall migrate`") from None
     if bound is not None and bound != agent:
-        user = conn.execute("select session_user").fetchone()[0]
         raise ConfigError(f"the database role {user!r} is bound to agent {bound!r}, not "
                           f"{agent!r}: serve that agent (--agent {bound}) or log in as another role")
 
 
 class Pool:
-    """A few connections bound to one agent, kept open between calls.
+    """A few connections kept open between calls; each call runs in a transaction bound to
+    the agent.
 
-    A connection is checked before it is handed out (one round trip): one the server closed
-    (restart, idle timeout) is dropped and replaced, so the call after a database restart
-    just reconnects. Thread-safe; the tools run in worker threads.
+    ``connection()`` begins a transaction and sets, for that transaction only, the role
+    ``recall_agent`` (row-secured: a superuser or the owner loses its bypass) and the setting
+    ``recall.agent_id``: every statement of the call is filtered by row-level security, and
+    nothing outlives the transaction (a transaction-mode pooler such as PgBouncer may hand the
+    server connection to someone else afterwards). A connection the server closed (restart,
+    idle timeout) fails at ``begin``, before anything ran: it is dropped and the call goes on
+    a new one, so the call after a database restart just reconnects. Thread-safe.
     """
 
     def __init__(self, dsn: str, agent: str, *, size: int = POOL_SIZE,
@@ -111,48 +118,55 @@ class Pool:
             raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
         try:
             register_vector(conn)
-            bind(conn, self.agent)
+            check_role(conn, self.agent)
         except BaseException:
             conn.close()
             raise
         return conn
 
-    @staticmethod
-    def _alive(conn: psycopg.Connection) -> bool:
-        if conn.closed or conn.broken:
-            return False
-        try:
-            conn.execute("select")
-            return True
-        except psycopg.Error:
-            conn.close()
-            return False
+    def _begin(self) -> psycopg.Connection:
+        """A connection in a transaction bound to the agent (a reused one that turns out
+        dead is replaced)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            fresh = conn is None
+            if fresh:
+                conn = self._connect()
+            try:
+                conn.execute("begin")
+                conn.execute(AS_AGENT, [self.agent])
+                return conn
+            except psycopg.OperationalError as exc:
+                conn.close()
+                if fresh:
+                    raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        conn = None
-        while conn is None:
-            with self._lock:
-                candidate = self._idle.pop() if self._idle else None
-            if candidate is None:
-                conn = self._connect()
-            elif self._alive(candidate):
-                conn = candidate
+        conn = self._begin()
         try:
             yield conn
+            conn.execute("commit")
         except BaseException:
-            if conn.broken or conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.close()
-                conn = None
+            if not (conn.closed or conn.broken):
+                try:
+                    conn.execute("rollback")
+                except psycopg.Error:
+                    conn.close()
             raise
         finally:
-            if conn is not None and not conn.closed:
-                with self._lock:
-                    if len(self._idle) < self.size:
-                        self._idle.append(conn)
-                        conn = None
-                if conn is not None:
-                    conn.close()
+            self._give_back(conn)
+
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(conn)
+                return
+        conn.close()
 
     def close(self) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 
 from pyrecall import _db, _migrate  # noqa: E402
 from pyrecall._errors import ConfigError  # noqa: E402
-from pyrecall._mcp import Pool, bind, is_loopback, parse_http  # noqa: E402
+from pyrecall._mcp import Pool, check_role, is_loopback, parse_http  # noqa: E402
 from pyrecall.client import Recall  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,14 +138,21 @@ def test_server_sees_only_its_agent(memories):
 def test_pool_connections_are_bound_by_row_level_security(memories):
     """Without any WHERE clause, a pooled connection sees only its agent's rows, and cannot
     write another agent's."""
-    pool = Pool(memories, "A")
+    pool = Pool(memories, "A", size=1)
     try:
         with pool.connection() as conn:
-            assert conn.execute("select current_user").fetchone()[0] == "recall_agent"
             assert conn.execute("select array_agg(distinct agent_id) from recall.chunks").fetchone()[0] == ["A"]
+            assert conn.execute("select current_user").fetchone()[0] == "recall_agent"
             assert conn.execute("select count(*) from recall.sessions").fetchone()[0] == 2
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("insert into recall.sessions (session_id, agent_id) values ('x', 'B')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), pool.connection() as conn:
+            conn.execute("insert into recall.sessions (session_id, agent_id) values ('x', 'B')")
+        # the role and the setting end with the call's transaction: the pooled connection
+        # between calls is the login role's, with no agent set
+        idle = pool._idle[0]
+        assert idle.execute("select current_user <> 'recall_agent', "
+                            "coalesce(current_setting('recall.agent_id', true), '')").fetchone() == (True, "")
+        with pool.connection() as conn:   # and the next call is bound again
+            assert conn.execute("select count(*) from recall.sessions").fetchone()[0] == 2
     finally:
         pool.close()
 
@@ -169,14 +176,17 @@ def _as(db_url: str, role: str) -> str:
 def test_a_role_bound_to_another_agent_or_outside_recall_agent_is_refused(memories, conn, login_role):
     url = _as(memories, login_role)
     with psycopg.connect(url, autocommit=True) as c, pytest.raises(ConfigError, match="cannot act as recall_agent"):
-        bind(c, "A")
+        check_role(c, "A")
     conn.execute("select recall.bind_agent(%s, 'B')", [login_role])
     with psycopg.connect(url, autocommit=True) as c:
         with pytest.raises(ConfigError, match="bound to agent 'B', not 'A'"):
-            bind(c, "A")
-    with psycopg.connect(url, autocommit=True) as c:
-        bind(c, "B")
-        assert c.execute("select count(*) from recall.sessions").fetchone()[0] == 1
+            check_role(c, "A")
+    pool = Pool(url, "B")
+    try:
+        with pool.connection() as c:
+            assert c.execute("select count(*) from recall.sessions").fetchone()[0] == 1
+    finally:
+        pool.close()
     # over MCP: one clear error line per call, and the server stays up
     async def scenario(c):
         return [await c.call_tool("sessions", {}) for _ in range(2)]
