@@ -490,11 +490,13 @@ begin
     from derived d
     join recall.sessions s on s.session_id = d.session_id
   ),
-  -- chunks of the redone range that are derived no more
+  -- chunks of the redone range that are derived no more (summaries and curated memories are
+  -- not derived from messages: never deleted here)
   removed as (
     delete from recall.chunks c
     using affected a
-    where c.session_id = a.session_id and c.first_seq >= a.from_seq and c.kind <> 'summary'
+    where c.session_id = a.session_id and c.first_seq >= a.from_seq
+      and c.kind not in ('summary', 'memory')
       and not exists (select from rows_ r
                       where r.session_id = c.session_id and r.kind = c.kind
                         and r.first_seq = c.first_seq and r.part = c.part)
