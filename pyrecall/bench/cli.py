@@ -232,6 +232,17 @@ def _client_counts(ctx, param, value: str) -> list[int]:
                    "latency under load, one measurement per count ('' for none).")
 @click.option("--clients-seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds each --clients count runs.")
+@click.option("--sizes", default=None, metavar="N[xK],...",
+              help="Chunks per agent instead of --chunks/--agents, e.g. "
+                   "100000x1,5000x10,200x100,20x1000 (one agent of 100k, ten of 5k, ...).")
+@click.option("--vectors", type=click.Choice(["cluster", "topic"]), default="cluster",
+              show_default=True,
+              help="cluster: clean clusters (topic centre + sub-topic + noise); topic: each chunk "
+                   "a random mix of two of its agent's topics (of 256) plus noise, queries away "
+                   "from every stored vector, shaped like real embeddings.")
+@click.option("--after-embed", is_flag=True,
+              help="Also time hybrid_recall right after the vectors are written (indexes built, "
+                   "ANALYZE, no VACUUM), then after each maintenance step in turn.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
@@ -240,7 +251,7 @@ def _client_counts(ctx, param, value: str) -> list[int]:
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
 def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, clients,
-                clients_seconds, seed, as_json, dsn, quiet):
+                clients_seconds, sizes, vectors, after_embed, seed, as_json, dsn, quiet):
     """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
 
     Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
@@ -254,14 +265,17 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, cli
     Example:
       pyrecall bench latency --chunks 1000000 --agents 1000 --json
       pyrecall bench latency --chunks 20000 --agents 50
+      pyrecall bench latency --sizes 100000x1,5000x10,200x100,20x1000 --vectors topic
     """
     from . import latency
 
+    agent_sizes = latency.parse_sizes(sizes) if sizes is not None else None
     with _progress(not quiet) as progress:
         report = latency.run(n_chunks, n_agents, dsn=dsn, seed=seed,
                              queries_per_class=queries_per_class, ef_search=ef_search,
                              load_jobs=load_jobs, clients=clients,
-                             clients_seconds=clients_seconds, progress=progress)
+                             clients_seconds=clients_seconds, sizes=agent_sizes, vectors=vectors,
+                             measure_after_embed=after_embed, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -282,7 +296,7 @@ def _print_latency(report: dict) -> None:
                   f"vectors {report['vectors_s']} s; index build {report['index']['build_s']} s; "
                   f"database {report['size_gib_per_million_chunks']['database']} GiB per million chunks")
     table = Table(title=f"latency ms (p50 / p95 / p99) and recall@10 vs exact, "
-                        f"ef_search={report['ef_search']}")
+                        f"{report.get('vectors', 'cluster')} vectors, ef_search={report['ef_search']}")
     for col in ("agents", "n", "(a) exact", "(b) ANN", "ANN r@10", "(c) hybrid_recall",
                 "arm r@10", "(d) session_recall", "(c)/(a) p50"):
         table.add_column(col, justify="right")
@@ -294,6 +308,16 @@ def _print_latency(report: dict) -> None:
                       f"{r['hybrid']['vector_arm_recall@10']:.3f}", trio(r["session"]),
                       f"{r['hybrid_over_exact']['p50']}")
     console.print(table)
+    if report.get("after_embed"):
+        table = Table(title="hybrid_recall right after the vectors were written, then after each "
+                            "maintenance step (ms p50 / p95 / p99)")
+        for col in ("state", "ms", "dead tuples", "all-visible pages", "step s"):
+            table.add_column(col, justify="right")
+        for name, r in report["after_embed"].items():
+            h, t = r["hybrid"], r["table"]
+            table.add_row(name.replace("_", " "), f"{h['p50']:.1f} / {h['p95']:.1f} / {h['p99']:.1f}",
+                          f"{t['dead']:,}", f"{t['all_visible']}", f"{r['step_s']}")
+        console.print(table)
     load = report.get("under_load") or {}
     if load.get("by_clients"):
         table = Table(title=f"hybrid_recall under load: {load['queries']} queries of every size "
