@@ -879,5 +879,13 @@ def _register_bench() -> None:
 
 _register_bench()
 
+
+def _register_dba() -> None:
+    from ._dba_cli import _commands
+    main.add_command(_commands(handle_errors, dsn_option, json_option), "dba")
+
+
+_register_dba()
+
 if __name__ == "__main__":
     main()
