@@ -129,6 +129,7 @@ def test_bench_latency_topic_vectors_after_embed(server_url):
     assert list(stages) == ["right_after", "again", "after_reading_every_row",
                             "after_gin_clean_pending_list", "after_vacuum"]
     assert stages["right_after"]["table"]["dead"] >= report["chunks"]      # one dead version each
+    assert not stages["right_after"]["table"]["autovacuumed"]          # kept off meanwhile
     assert stages["after_vacuum"]["table"] | {"live": 0} == {
         "live": 0, "dead": 0, "pages": stages["after_vacuum"]["table"]["pages"], "all_visible": 1.0,
         "autovacuumed": False, "autoanalyzed": False}

@@ -242,7 +242,8 @@ def _client_counts(ctx, param, value: str) -> list[int]:
                    "from every stored vector, shaped like real embeddings.")
 @click.option("--after-embed", is_flag=True,
               help="Also time hybrid_recall right after the vectors are written (indexes built, "
-                   "ANALYZE, no VACUUM), then after each maintenance step in turn.")
+                   "ANALYZE, no VACUUM; autovacuum off the table meanwhile), then after each "
+                   "maintenance step in turn.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,

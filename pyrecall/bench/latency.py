@@ -653,12 +653,16 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
         if measure_after_embed:                 # the state a first bulk load leaves
             conn.execute("vacuum analyze recall.chunks")
             conn.execute("vacuum analyze recall.messages")
+            # autovacuum would do the steps of after_embed at a moment of its choosing, in the
+            # middle of the measurement: kept off the table until they are measured one by one
+            conn.execute("alter table recall.chunks set (autovacuum_enabled = off)")
         vectors_s = set_embeddings(conn, synth, agents, progress=progress)
         if measure_after_embed:
             index = build_index(conn)
             conn.execute("analyze recall.chunks")
             conn.execute("select recall.summarize_sessions()")
             fresh = after_embed(conn, make_queries(synth, agents, max(1, queries_per_class // 2)))
+            conn.execute("alter table recall.chunks reset (autovacuum_enabled)")
         t = time.perf_counter()
         conn.execute("vacuum analyze recall.chunks")
         conn.execute("vacuum analyze recall.messages")
