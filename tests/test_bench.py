@@ -441,3 +441,36 @@ def test_bench_peers_small(server_url):
         else:
             for q in queries:
                 assert _in_unit(report[peer][q]["recall@10"]) and report[peer][q]["p50"] > 0
+
+
+def test_real_units_turns_and_sentences():
+    from pyrecall.bench import real_ann
+
+    units, questions = real_ann.read_units(SAMPLE)
+    turns, same = real_ann.read_units(SAMPLE, sentences=False)
+    assert same == questions and len(questions) == 13 and len(set(units)) == len(units)
+    assert set(turns) < set(units)                      # the turns, and sentences of longer ones
+    extra = [u for u in units if u not in turns]
+    assert extra and all(len(u.split()) >= 3 and any(u in t for t in turns) for u in extra)
+
+
+def test_bench_ann_on_real_embeddings_small(server_url):
+    """The real-embedding check end to end on our LoCoMo-format sample (30 texts: below an own
+    index, so the exact scan answers and recall is 1.0 whatever the width)."""
+    result = CliRunner().invoke(main, [
+        "bench", "ann", "--data", str(SAMPLE), "--ef-search", "10,40", "--json", "--quiet",
+        "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["units"], report["questions"], report["ef_values"]) == (30, 13, [10, 40])
+    for name in ("real", "topic"):
+        r = report[name]
+        assert r["chunks"] == 30 and r["queries"] == 13 and "path exact (30 rows)" in r["path"]
+        assert r["arm_recall@10"] == 1.0 and r["recall@10_by_ef_search"] == {"10": 1.0, "40": 1.0}
+        assert -1 <= r["similarity"]["top10"] <= r["similarity"]["top1"] <= 1
+
+
+@pytest.mark.parametrize("value, message", [("10,x", "expected widths like"), ("0,40", "between 1 and 1000")])
+def test_bench_ann_bad_widths_are_usage_errors(value, message):
+    result = CliRunner().invoke(main, ["bench", "ann", "--data", str(SAMPLE), "--ef-search", value])
+    assert result.exit_code == 2 and message in result.output
