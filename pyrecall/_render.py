@@ -26,9 +26,10 @@ import psycopg
 from .client import Memory, RecallResult
 
 FORMATS = ("table", "json", "context", "markdown")
-SECTIONS = {"recent": "Recent", "related": "Related", "failures": "Failures to avoid"}
+SECTIONS = {"pinned": "Pinned", "recent": "Recent", "related": "Related",
+            "failures": "Failures to avoid"}
 KIND_LABELS = {"turn_pair": "conversation", "window": "chat", "thinking": "reasoning", "tool": "tool",
-               "code": "code", "message": "message", "summary": "summary"}
+               "code": "code", "message": "message", "summary": "summary", "memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInf
 
 
 SESSIONS_SQL = """
-select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
+select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
+       s.started_at, s.ended_at,
        (select count(*) from recall.messages m where m.session_id = s.session_id) as messages,
        (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
@@ -62,6 +64,7 @@ select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
 from recall.sessions s
 where s.agent_id = %(agent)s
   and (%(project)s::text is null or s.project = %(project)s)
+  and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
   and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 limit %(limit)s
@@ -69,10 +72,12 @@ limit %(limit)s
 
 
 def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
-                  since: datetime | None = None, limit: int = 50) -> list[dict]:
-    """The agent's sessions, newest first, with their message, chunk and pending counts."""
+                  since: datetime | None = None, limit: int = 50,
+                  source_agent: str | None = None) -> list[dict]:
+    """The agent's sessions, newest first, with their message, chunk and pending counts;
+    ``source_agent``: only the sessions that agent wrote (claude-code, codex, gemini)."""
     cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
-                                      "limit": limit})
+                                      "limit": limit, "source_agent": source_agent})
     names = [d.name for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
@@ -142,10 +147,13 @@ def memory_dict(m: Memory, info: SessionInfo | None = None) -> dict[str, Any]:
     }
     if section_of(m):
         d["section"] = m.section
-    if isinstance(m.section, int):  # session_recall: the rank of the row's session
-        d["session_rank"] = m.section
-    if info is not None:
-        d["session_title"] = info.title
+    if m.session_rank is not None:  # session_recall: the rank of the row's session
+        d["session_rank"] = m.session_rank
+    d.update(memory_id=m.memory_id, agent_id=m.agent_id, role=m.role)
+    if m.memory_id is not None:
+        d["memory_kind"] = m.memory_kind
+    if m.session_title is not None or info is not None:
+        d["session_title"] = m.session_title if m.session_title is not None else info.title
     if m.metadata and m.metadata.get("permalink"):
         d["permalink"] = m.metadata["permalink"]
     return d
@@ -169,6 +177,9 @@ def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
     """``date · kind · "session title" (channel; author; project, branch)``; the project and
     branch are left out where they are the scope the whole answer is about."""
     parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
+    if m.memory_id is not None:   # a curated memory: its kind and id (to correct or forget it)
+        parts[1] = f"{m.memory_kind or 'memory'} #{m.memory_id}"
+        show_session = False
     if not show_session:
         pass
     elif info and info.title:
@@ -223,7 +234,7 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
     elif by_session:
         # sessions in session_recall's order (session_rank), else by their best row
         order: list[str] = []
-        for m in sorted(result.memories, key=lambda m: m.section if isinstance(m.section, int) else 0):
+        for m in sorted(result.memories, key=lambda m: m.session_rank or 0):
             if m.session_id not in order:
                 order.append(m.session_id)
         for sid in order:

@@ -37,12 +37,13 @@ begin
             where c.session_id = s.session_id and c.kind <> 'summary'
               and c.embedded_at > s.summary_at))
   ),
-  -- the centroid of each session's embedded chunks
+  -- the centroid of each session's embedded chunks (curated memories are no conversation: the
+  -- memories session gets no summary)
   centroids as (
     select c.session_id, avg(c.embedding) as centroid
     from recall.chunks c
     join todo t using (session_id)
-    where c.embedding is not null and c.kind <> 'summary'
+    where c.embedding is not null and c.kind not in ('summary', 'memory')
     group by c.session_id
   ),
   -- the chunks of a session from most to least central
