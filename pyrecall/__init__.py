@@ -7,16 +7,18 @@ from ._errors import (
     EmbeddingError,
     ImportFormatError,
     MigrationError,
+    NotFoundError,
     PyrecallError,
     TransientEmbeddingError,
 )
 
 __version__ = "0.1.0"
 
-from .client import AsyncRecall, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
+from .client import AsyncRecall, CuratedMemory, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
 
 __all__ = [
     "AsyncRecall",
+    "CuratedMemory",
     "Memory",
     "Recall",
     "RecallResult",
@@ -26,6 +28,7 @@ __all__ = [
     "EmbeddingError",
     "ImportFormatError",
     "MigrationError",
+    "NotFoundError",
     "PyrecallError",
     "TransientEmbeddingError",
     "__version__",

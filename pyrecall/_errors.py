@@ -13,6 +13,10 @@ class ConfigError(PyrecallError):
     """A setting or argument is missing or invalid."""
 
 
+class NotFoundError(PyrecallError):
+    """An id names nothing the agent may see: unknown, or another agent's (SQLSTATE P0002)."""
+
+
 class DatabaseError(PyrecallError):
     """The database cannot be reached, started or used as asked."""
 

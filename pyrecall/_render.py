@@ -26,9 +26,10 @@ import psycopg
 from .client import Memory, RecallResult
 
 FORMATS = ("table", "json", "context", "markdown")
-SECTIONS = {"recent": "Recent", "related": "Related", "failures": "Failures to avoid"}
+SECTIONS = {"pinned": "Pinned", "recent": "Recent", "related": "Related",
+            "failures": "Failures to avoid"}
 KIND_LABELS = {"turn_pair": "conversation", "window": "chat", "thinking": "reasoning", "tool": "tool",
-               "code": "code", "message": "message", "summary": "summary"}
+               "code": "code", "message": "message", "summary": "summary", "memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,13 @@ def memory_dict(m: Memory, info: SessionInfo | None = None) -> dict[str, Any]:
     }
     if section_of(m):
         d["section"] = m.section
-    if isinstance(m.section, int):  # session_recall: the rank of the row's session
-        d["session_rank"] = m.section
-    if info is not None:
-        d["session_title"] = info.title
+    if m.session_rank is not None:  # session_recall: the rank of the row's session
+        d["session_rank"] = m.session_rank
+    d.update(memory_id=m.memory_id, agent_id=m.agent_id, role=m.role)
+    if m.memory_id is not None:
+        d["memory_kind"] = m.memory_kind
+    if m.session_title is not None or info is not None:
+        d["session_title"] = m.session_title if m.session_title is not None else info.title
     if m.metadata and m.metadata.get("permalink"):
         d["permalink"] = m.metadata["permalink"]
     return d
@@ -173,6 +177,9 @@ def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
     """``date · kind · "session title" (channel; author; project, branch)``; the project and
     branch are left out where they are the scope the whole answer is about."""
     parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
+    if m.memory_id is not None:   # a curated memory: its kind and id (to correct or forget it)
+        parts[1] = f"{m.memory_kind or 'memory'} #{m.memory_id}"
+        show_session = False
     if not show_session:
         pass
     elif info and info.title:
@@ -227,7 +234,7 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
     elif by_session:
         # sessions in session_recall's order (session_rank), else by their best row
         order: list[str] = []
-        for m in sorted(result.memories, key=lambda m: m.section if isinstance(m.section, int) else 0):
+        for m in sorted(result.memories, key=lambda m: m.session_rank or 0):
             if m.session_id not in order:
                 order.append(m.session_id)
         for sid in order:

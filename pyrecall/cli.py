@@ -881,6 +881,56 @@ def forget(session, everything, agent, yes, dsn):
         click.echo(f"forgot {n} session(s) of agent {agent!r}")
 
 
+# ---------------------------------------------------------------- mcp
+
+@main.command()
+@agent_option
+@click.option("--http", "http", default=None, metavar="HOST:PORT",
+              help="Serve the streamable HTTP transport here (e.g. 127.0.0.1:8765) instead of "
+                   "stdio. Loopback only, unless --token is given.")
+@click.option("--token", envvar="PYRECALL_MCP_TOKEN", default=None, metavar="SECRET",
+              help="With --http: refuse every request without 'Authorization: Bearer SECRET' "
+                   "(env: PYRECALL_MCP_TOKEN). Required for a non-loopback address.")
+@model_option
+@dsn_option
+@handle_errors
+def mcp(agent, http, token, model, dsn):
+    """Serve the agent's memory as MCP tools: recall, context, sessions.
+
+    Speaks the Model Context Protocol on stdin/stdout (or streamable HTTP with --http) for
+    one agent: its database connections run as the recall_agent role with the agent's id, so
+    row-level security keeps every other agent's memory out of reach. The embedding model
+    and the connections stay warm between calls.
+
+    \b
+    Examples:
+      claude mcp add pyrecall -- pyrecall mcp
+      pyrecall mcp --agent support-bot
+      pyrecall mcp --http 127.0.0.1:8765
+      PYRECALL_MCP_TOKEN=s3cret pyrecall mcp --http 0.0.0.0:8765
+    """
+    try:
+        from . import _mcp
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types", "uvicorn", "starlette"):
+            raise click.ClickException("pyrecall mcp needs the MCP SDK: pip install 'pyrecall[mcp]'") from None
+        raise
+    if token is not None and not token.strip():
+        raise click.UsageError("--token is empty")
+    if http is not None:
+        host, _port = _mcp.parse_http(http)
+        if not _mcp.is_loopback(host) and not token:
+            raise click.UsageError(f"--http {http}: an address other than loopback needs --token "
+                                   "(requests without it are refused)")
+    elif token:
+        raise click.UsageError("--token goes with --http (stdio has no requests to refuse)")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="pyrecall mcp: %(levelname)s %(message)s")
+    logging.getLogger("pyrecall").setLevel(logging.ERROR)  # keyword fallback: said in the result
+    logging.getLogger("pyrecall.mcp").setLevel(logging.WARNING)
+    _mcp.serve(_mcp.Backend(dsn, agent, model=model), http=http, token=token)
+
+
 def _register_bench() -> None:
     """`pyrecall bench ...` lives in pyrecall.bench (heavier imports, loaded only when there)."""
     try:
@@ -893,6 +943,14 @@ def _register_bench() -> None:
 
 
 _register_bench()
+
+
+def _register_dba() -> None:
+    from ._dba_cli import _commands
+    main.add_command(_commands(handle_errors, dsn_option, json_option), "dba")
+
+
+_register_dba()
 
 if __name__ == "__main__":
     main()

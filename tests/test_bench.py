@@ -383,3 +383,18 @@ def test_bench_peers_small(server_url):
         else:
             for q in queries:
                 assert _in_unit(report[peer][q]["recall@10"]) and report[peer][q]["p50"] > 0
+
+
+def test_bench_mcp_small(server_url):
+    """`bench mcp`, small: the MCP server started for the largest agent answers every timed
+    recall call over stdio; the report has its shape (no figure asserted)."""
+    pytest.importorskip("mcp")
+    result = CliRunner().invoke(main, ["bench", "mcp", "--chunks", "300", "--agents", "2",
+                                       "--calls", "5", "--warmup", "2", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["chunks"] >= 300 and report["agent"] == "agent-00000"
+    assert report["recall_ms"]["n"] == 5 and report["rows_per_call"] > 0
+    assert report["sources"] == ["hybrid"]
+    for stats in (report["recall_ms"], report["parts"]["embed_ms"], report["parts"]["hybrid_recall_ms"]):
+        assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]

@@ -472,3 +472,43 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
     from . import ingest
 
     click.echo(json.dumps(ingest.run(n_messages, n_sessions, words, dsn=dsn), indent=2))
+
+
+@bench.command("mcp")
+@click.option("--chunks", "n_chunks", type=click.IntRange(10), default=100_000, show_default=True,
+              help="Chunks in the database.")
+@click.option("--agents", "n_agents", type=click.IntRange(1), default=1, show_default=True,
+              help="Agents (Zipf sizes); the server acts for the largest.")
+@click.option("--calls", type=click.IntRange(1), default=200, show_default=True,
+              help="recall calls timed (after --warmup calls that are not).")
+@click.option("--warmup", type=click.IntRange(1), default=10, show_default=True)
+@click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--budget", "token_budget", type=click.IntRange(0), default=None, metavar="TOKENS",
+              help="token_budget of each call [default: none].")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@_handle_errors
+def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
+    """Latency of the MCP server's recall tool, seen from a connected client.
+
+    Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
+    agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
+    round trip, the query embedded by the local model, recall.hybrid_recall). Prints one
+    JSON report: p50/p95/p99 in ms, connect time, first-call time.
+
+    \b
+    Example:
+      pyrecall bench mcp --chunks 100000 --calls 200
+      pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
+    """
+    import time
+
+    from . import mcp_latency
+
+    t = time.perf_counter()
+    report = mcp_latency.run(n_chunks, n_agents, calls=calls, warmup=warmup, k=k,
+                             token_budget=token_budget, seed=seed, dsn=dsn,
+                             log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+    click.echo(json.dumps(report, indent=2))
