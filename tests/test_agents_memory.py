@@ -119,3 +119,24 @@ def test_recall_finds_the_gemini_crash_by_meaning(recall):
     top = recall.recall("dev", "the monthly job ran out of RAM", k=3)
     assert top.memories[0].session_id in GEMINI_IDS   # the request that named the crash
     assert [m.kind for m in top.memories if "Unable to allocate 3.2 GiB" in m.content] == ["tool"]
+
+
+@pytest.mark.parametrize("session_id, shown", [("a-new-session", True), (CODEX_ID, False)])
+def test_session_start_hook_answers_codex_and_gemini_in_json(memory_url, monkeypatch, session_id, shown):
+    """The SessionStart hook of Codex CLI and Gemini CLI: their event on stdin (cwd, session_id),
+    the context as hookSpecificOutput.additionalContext on stdout, and nothing else there."""
+    monkeypatch.delenv("PYRECALL_EMBED_MODEL", raising=False)
+    event = {"session_id": session_id, "transcript_path": None, "cwd": "/home/dev/billing",
+             "hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5-codex",
+             "permission_mode": "default"}
+    result = CliRunner().invoke(main, ["recall", "--auto", "--hook", "--project", "/home/dev/billing",
+                                       "--agent", "dev", "--format", "hook"],
+                                input=json.dumps(event), env={"PYRECALL_DSN": memory_url})
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert set(answer) == {"hookSpecificOutput"}
+    assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    context = answer["hookSpecificOutput"]["additionalContext"]
+    # the project's Codex session, unless it is the session starting (then nothing is left)
+    assert context.startswith("## Relevant memory") if shown else context == ""
+    assert ("statement_timeout" in context) is shown

@@ -4,6 +4,7 @@ offsets for incremental reads, format detection, and fuzzing. No database involv
 from __future__ import annotations
 
 import doctest
+import hashlib
 import importlib
 import json
 import math
@@ -44,7 +45,7 @@ CODEX_ID = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 CODEX = FIX / "codex" / f"rollout-2026-03-04T10-15-00-{CODEX_ID}.jsonl"
 GEMINI = FIX / "gemini" / "session-2026-03-05T14-00-7c1e9a20.jsonl"
 GEMINI_DOC = FIX / "gemini" / "session-2026-02-20T09-30-3b5d0f11.json"
-GEMINI_HASH = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+GEMINI_HASH = "cbc1724e5616b7a13f2163e3410b4960725caa39cc1906504f65cd93d2470e48"
 
 
 def utc(text: str) -> datetime:
@@ -225,8 +226,8 @@ FIXTURES = [
      [(CODEX_ID, None, None, "/home/dev/billing", "fix/export-timeout",
        "2026-03-04T10:15:02.300Z", "2026-03-04T10:16:30Z", CODEX_MESSAGES)]),
     (GEMINI, "gemini", [(7, "unknown message type 'hologram'")],
-     [("7c1e9a20-5d4b-4f3e-9a8b-1c2d3e4f5a6b", None, "Nightly report MemoryError on the March CSV", None,
-       None, "2026-03-05T14:00:03.120Z", "2026-03-05T14:03:00Z", GEMINI_MESSAGES)]),
+     [("7c1e9a20-5d4b-4f3e-9a8b-1c2d3e4f5a6b", None, "Nightly report MemoryError on the March CSV",
+       "/home/dev/reports", None, "2026-03-05T14:00:03.120Z", "2026-03-05T14:03:00Z", GEMINI_MESSAGES)]),
     (GEMINI_DOC, "gemini_json", [(69, "messages[4]: unknown message type 'hologram'")],
      [("3b5d0f11-8e7a-4c6b-b5a4-9d8c7b6a5f40", None, "Flaky websocket reconnect test", None, None,
        "2026-02-20T09:30:00Z", "2026-02-20T09:34:10Z", GEMINI_DOC_MESSAGES)]),
@@ -305,8 +306,11 @@ def test_gemini_details():
     assert call.created_at == result.created_at == utc("2026-03-05T14:00:41.700Z")
     assert by_id["m-g3#result:run_shell_command-1741183290-1"].metadata["is_error"] is False
     assert by_id["m-e1#text"].metadata == {"is_error": True}
+    # the project: the folder above a path a tool call names whose SHA-256 is the project hash
+    assert s.project == "/home/dev/reports"
     [d] = gemini.parse_document(GEMINI_DOC).sessions
     assert d.metadata == {"source_agent": "gemini", "project_hash": GEMINI_HASH}
+    assert d.project is None  # its tool calls name no absolute path
     assert {m.external_id: m.metadata for m in d.messages}["w-g1#result:run_shell_command-1"] == {
         "tool_use_id": "run_shell_command-1", "tool_name": "run_shell_command", "status": "error",
         "is_error": True}
@@ -779,6 +783,21 @@ def test_bad_gemini(tmp_path, name, lines, contents, problems):
     result = gemini.parse(write(tmp_path, lines))
     assert [m.content for s in result.sessions for m in s.messages] == contents
     assert [(p.line, p.reason) for p in result.problems] == problems
+
+
+@pytest.mark.parametrize("paths, project", [
+    ({"directories": ["/srv/app"]}, "/srv/app"),
+    ({"directories": ["/srv/other"], "args": {"file_path": "/srv/app/src/main.py"}}, "/srv/app"),
+    ({"args": {"command": "ls /srv/app", "dir_path": "relative/srv/app"}}, None),
+    ({}, None),
+])
+def test_gemini_project_from_its_hash(tmp_path, paths, project):
+    digest = hashlib.sha256(b"/srv/app").hexdigest()
+    meta = {"sessionId": "s", "projectHash": digest, **({"directories": paths["directories"]}
+                                                          if "directories" in paths else {})}
+    call = {"id": "c", "name": "read_file", "args": paths.get("args", {})}
+    path = write(tmp_path, [json.dumps(meta).encode(), gm("a", content="x", toolCalls=[call])])
+    assert gemini.parse(path).sessions[0].project == project
 
 
 def test_gemini_document_damage(tmp_path):

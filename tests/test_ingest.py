@@ -41,7 +41,7 @@ CASES = {
     }, [15, 18]),
     "gemini/session-2026-03-05T14-00-7c1e9a20.jsonl": ("gemini", {
         "7c1e9a20-5d4b-4f3e-9a8b-1c2d3e4f5a6b": (
-            "claude-code", "Nightly report MemoryError on the March CSV", None, None,
+            "claude-code", "Nightly report MemoryError on the March CSV", "/home/dev/reports", None,
             [(U, "text"), (A, "thinking"), (A, "text"), (A, "tool_call"), (T, "tool_result"),
              (A, "tool_call"), (T, "tool_result"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"),
              ("system", "text"), (A, "tool_call"), (T, "tool_result"), (A, "text"), (U, "text")],

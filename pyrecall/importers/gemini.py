@@ -19,16 +19,19 @@ Info and warning notices are skipped. Each part is kept the first time it is see
 record written again adds only what is new (the same as a later ``pyrecall sync`` would);
 messages a rewind removed stay remembered.
 
-Gemini CLI records a hash of the project folder, not the folder: sessions come without a
-project unless their record lists directories; the hash is kept as metadata ``project_hash``.
+Gemini CLI records the SHA-256 of the project folder, not the folder: the project is the
+folder among the session's directories, and the folders above the absolute paths its tool
+calls name, whose hash it is (none when no such path is found); the hash is kept as metadata
+``project_hash``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .._errors import ImportFormatError
@@ -53,6 +56,7 @@ SOURCE_AGENT = "gemini"
 MESSAGE_TYPES = ("user", "gemini", "info", "warning", "error")
 _HEAD_LIMIT = 16 << 20
 _EXIT = re.compile(r"^Exit Code: (-?\d+)\s*$", re.M)
+_MAX_PATHS = 200  # absolute paths from tool calls tried against the project hash
 
 
 def is_metadata(obj: dict) -> bool:
@@ -139,11 +143,11 @@ class _Chat:
     def __init__(self) -> None:
         self.session_id: str | None = None
         self.title: str | None = None
-        self.project: str | None = None
         self.started: Any = None
         self.info: dict[str, Any] = {}
         self.messages: list[Message] = []
         self.seen: set[str] = set()
+        self.paths: dict[str, None] = {}  # absolute paths named by tool calls, in order
 
     def meta(self, m: dict) -> None:
         if self.session_id is None:
@@ -156,8 +160,9 @@ class _Chat:
         if value := text_or_none(m.get("kind")):
             self.info["kind"] = value
         dirs = m.get("directories")
-        if self.project is None and isinstance(dirs, list) and dirs:
-            self.project = text_or_none(dirs[0])
+        for d in dirs if isinstance(dirs, list) else []:
+            if isinstance(d, str) and len(self.paths) < _MAX_PATHS:
+                self.paths[d] = None
 
     def message(self, m: Any, report) -> None:
         if not isinstance(m, dict):
@@ -193,6 +198,11 @@ class _Chat:
                 report("toolCalls is not a list")
             for j, call in enumerate(calls if isinstance(calls, list) else []):
                 parts.extend(_call(mid, j, call, created, base, report))
+                args = call.get("args") if isinstance(call, dict) else None
+                for value in args.values() if isinstance(args, dict) else []:
+                    if (isinstance(value, str) and value.startswith("/") and "\n" not in value
+                            and len(self.paths) < _MAX_PATHS):
+                        self.paths[value] = None
         for eid, role, kind, content, when, meta in parts:
             if not isinstance(content, str) or not content.strip() or eid in self.seen:
                 continue
@@ -203,13 +213,30 @@ class _Chat:
     def sessions(self, path: Path) -> list[Session]:
         if not self.messages:
             return []
+        project = _project(self.info.get("project_hash"), self.paths)
         session = Session(self.session_id or derived_session_id(path), title=self.title,
-                          project=self.project,
+                          project=project,
                           metadata={"source_agent": SOURCE_AGENT, **self.info})
         session.messages = self.messages
         first, last = span([m.created_at for m in self.messages])
         session.started_at, session.ended_at = self.started or first, last
         return [session]
+
+
+def _project(project_hash: str | None, paths: dict[str, None]) -> str | None:
+    """The folder whose SHA-256 is the project hash: one of the paths or a folder above one."""
+    if not project_hash:
+        return None
+    tried: set[str] = set()
+    for p in paths:
+        for folder in (PurePosixPath(p), *PurePosixPath(p).parents):
+            name = clean_text(str(folder))
+            if name in tried:
+                continue
+            tried.add(name)
+            if hashlib.sha256(name.encode("utf-8", "replace")).hexdigest() == project_hash.lower():
+                return name
+    return None
 
 
 def _call(mid: str, j: int, call: Any, created: Any, base: dict, report) -> list[tuple]:
