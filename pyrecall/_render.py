@@ -54,7 +54,8 @@ def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInf
 
 
 SESSIONS_SQL = """
-select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
+select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
+       s.started_at, s.ended_at,
        (select count(*) from recall.messages m where m.session_id = s.session_id) as messages,
        (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
@@ -63,6 +64,7 @@ select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
 from recall.sessions s
 where s.agent_id = %(agent)s
   and (%(project)s::text is null or s.project = %(project)s)
+  and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
   and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 limit %(limit)s
@@ -70,10 +72,12 @@ limit %(limit)s
 
 
 def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
-                  since: datetime | None = None, limit: int = 50) -> list[dict]:
-    """The agent's sessions, newest first, with their message, chunk and pending counts."""
+                  since: datetime | None = None, limit: int = 50,
+                  source_agent: str | None = None) -> list[dict]:
+    """The agent's sessions, newest first, with their message, chunk and pending counts;
+    ``source_agent``: only the sessions that agent wrote (claude-code, codex, gemini)."""
     cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
-                                      "limit": limit})
+                                      "limit": limit, "source_agent": source_agent})
     names = [d.name for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 

@@ -345,6 +345,9 @@ def migrate_status(dsn):
               help="Leave out this session (the current one).")
 @click.option("--hook", is_flag=True, help="Read a Claude Code hook's JSON from stdin: its "
               "cwd gives project and branch, its session_id is left out.")
+@click.option("--source-agent", default=None, metavar="NAME",
+              help="Only sessions written by this coding agent: claude-code, codex, gemini "
+                   "(as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
               type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary"]),
               help="Only chunks of this kind (repeatable).")
@@ -352,7 +355,7 @@ def migrate_status(dsn):
 @dsn_option
 @handle_errors
 def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_sessions, auto,
-           task, exclude_session, hook, kinds, model, dsn):
+           task, exclude_session, hook, source_agent, kinds, model, dsn):
     """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
     recency and importance (recall.hybrid_recall); session-aware with --by-session
     (recall.session_recall); the session-start context with --auto (recall.auto_context:
@@ -363,6 +366,7 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
       pyrecall recall "how did I handle authentication?"
       pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
       pyrecall recall "why did the alpine build fail?" --by-session
+      pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
       pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --task "deploy the API to staging"
     """
@@ -371,8 +375,9 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
     if hook:
         project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
     if auto:
-        if by_session or kinds or since:
-            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since")
+        if by_session or kinds or since or source_agent:
+            raise click.UsageError("--auto chooses its own memories: "
+                                   "drop --by-session/--kind/--since/--source-agent")
         task = task if task is not None else query
         if project is None and not hook:
             project, detected = git_scope()
@@ -385,7 +390,9 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
         if not query or not query.strip():
             raise click.UsageError("give a QUERY (or --auto for the session-start context)")
         fmt = fmt or "table"
-    scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
+    # session metadata (source_agent) is folded into every chunk's metadata: one filter
+    scope = {k: v for k, v in (("project", project), ("branch", branch),
+                               ("source_agent", source_agent)) if v}
     filter_ = scope or None
 
     # the result says when the query embedding failed (source=keyword): no second warning
@@ -509,13 +516,15 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
 def index(paths, agent, full, as_json, dsn):
     """Import transcripts: files, or folders searched recursively for .jsonl/.json files.
 
-    The format of each file is detected (Claude Code, generic JSONL, OpenAI chat, Discord
-    export). Importing again adds nothing; a bad line or file is reported with file:line and
-    never stops the run. Folders are remembered for `pyrecall sync`.
+    The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
+    OpenAI chat, Discord export); the coding agent that wrote a session is kept as its
+    source_agent (`pyrecall recall --source-agent codex`). Importing again adds nothing; a bad
+    line or file is reported with file:line and never stops the run. Folders are remembered
+    for `pyrecall sync`.
 
     \b
     Example:
-      pyrecall index ~/.claude/projects
+      pyrecall index ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall index export.json chats/ --agent support-bot
     """
     _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.index(
@@ -532,7 +541,9 @@ def sync(paths, agent, as_json, dsn):
     """Import only what changed since the last run: new files, lines appended to a growing
     transcript (read from where the last run stopped), rewritten files.
 
-    Without PATHS: the folders and files indexed before by this agent, else ~/.claude/projects.
+    Without PATHS: the folders and files indexed before by this agent, else where Claude
+    Code, Codex CLI and Gemini CLI keep their sessions (~/.claude/projects, ~/.codex/sessions,
+    ~/.gemini/tmp: those that exist).
 
     \b
     Example:
@@ -730,23 +741,27 @@ def summarize(agent, llm, everything, as_json, dsn):
 @agent_option
 @click.option("--project", default=None, help="Only this project.")
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
+@click.option("--source-agent", default=None, metavar="NAME",
+              help="Only sessions written by this coding agent: claude-code, codex, gemini.")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @json_option
 @dsn_option
 @handle_errors
-def sessions(agent, project, since, limit, as_json, dsn):
+def sessions(agent, project, since, source_agent, limit, as_json, dsn):
     """List the agent's sessions, newest first: id, title, project, branch, start, messages,
     chunks, chunks still pending embedding.
 
     \b
     Example:
       pyrecall sessions --since 7d
+      pyrecall sessions --source-agent codex
     """
     from . import _render
 
     r = _client(dsn)
     try:
-        rows = _render.list_sessions(r.conn, agent, project=project, since=since, limit=limit)
+        rows = _render.list_sessions(r.conn, agent, project=project, since=since, limit=limit,
+                                     source_agent=source_agent)
     finally:
         r.close()
     if as_json:
@@ -837,8 +852,8 @@ def forget(session, everything, agent, yes, dsn):
     """Delete a session, or all memory of an agent, with their chunks and embeddings.
 
     Transcript files still on disk are imported again by the next `pyrecall sync` (which,
-    with nothing indexed before, reads ~/.claude/projects): delete or move them too if they
-    must be forgotten for good.
+    with nothing indexed before, reads ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp):
+    delete or move them too if they must be forgotten for good.
 
     \b
     Example:
@@ -878,6 +893,14 @@ def _register_bench() -> None:
 
 
 _register_bench()
+
+
+def _register_dba() -> None:
+    from ._dba_cli import _commands
+    main.add_command(_commands(handle_errors, dsn_option, json_option), "dba")
+
+
+_register_dba()
 
 if __name__ == "__main__":
     main()

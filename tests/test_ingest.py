@@ -31,6 +31,14 @@ CASES = {
              (A, "text"), (U, "text"), (A, "text")],
             {"code": 1, "message": 1, "thinking": 1, "tool": 3, "turn_pair": 2}),
     }, [7, 13]),
+    "codex/rollout-2026-03-04T10-15-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl": ("codex", {
+        "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b": (
+            "claude-code", None, "/home/dev/billing", "fix/export-timeout",
+            [(U, "text"), (A, "thinking"), (A, "text"), (A, "tool_call"), (T, "tool_result"),
+             (A, "thinking"), (A, "tool_call"), (T, "tool_result"), (A, "tool_call"), (T, "tool_result"),
+             (A, "text"), (U, "text")],
+            {"message": 2, "thinking": 2, "tool": 3, "turn_pair": 1}),
+    }, [15, 18]),
     "generic.jsonl": ("jsonl", {
         "deploy-2026-02-10": ("aria-devops", "Staging rollout v2.3", "shop", "release/2.3",
                               [(U, "text"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"),
@@ -99,9 +107,10 @@ def test_reimport_adds_nothing(conn):
 
     again = _sync.index(conn, [IMPORTERS], agent_id="claude-code", full=True)
 
-    assert first.inserted == 28 and first.count("new") == 4
-    assert again.count("reread") == 4
-    assert (again.messages, again.inserted) == (28, 0)
+    # 12 Claude Code, 12 Codex, 7 JSONL, 5 OpenAI chat and 4 Discord messages
+    assert first.inserted == 40 and first.count("new") == 5
+    assert again.count("reread") == 5
+    assert (again.messages, again.inserted) == (40, 0)
     assert db_state(conn) == before
     assert conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone() == chunk_ids
 

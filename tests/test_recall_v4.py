@@ -75,7 +75,7 @@ HYBRID_CASES = [
     dict(k=3),
     dict(k=20, token_budget=300),
     dict(filter={"project": SHOP}),
-    dict(filter={"author": "carol"}),
+    dict(filter={"chunking": "window"}),          # a key of the chunk, in no message
     dict(kinds=["tool", "turn_pair"]),
     dict(min_similarity=0.0),
     dict(exclude_session_id="chat"),
@@ -152,6 +152,19 @@ def test_auto_context_v4_equals_v3_without_memories(shop, case):
     assert stable == v4
     assert cols[14] == "section" and cols[15:] == ["memory_id", "agent_id", "session_title", "role",
                                                    "memory_kind"]
+
+
+def test_filter_finds_a_speaker_anywhere_in_a_window(shop):
+    """The chat chunker's metadata.messages: v4 finds the windows where bob speaks at all; v3
+    only those whose first message is his (none here)."""
+    args = dict(agent_id=AGENT, query_text="migration timeout orders", k=50,
+                filter=json.dumps({"author": "bob"}))
+    v3, _ = call(shop, "hybrid_recall_v3", **args)
+    v4, cols = call(shop, "hybrid_recall_v4", **args)
+    assert v3 == []
+    assert v4 and all(r[1] == "chat" and "bob: " in r[3] for r in v4)
+    both, _ = call(shop, "hybrid_recall_v4", **{**args, "filter": json.dumps({"author": ["bob", "alice"]})})
+    assert {r[0] for r in v4} <= {r[0] for r in both}
 
 
 def test_rows_carry_session_title_and_roles(shop):
@@ -276,10 +289,11 @@ def test_filter_on_the_ann_path(conn):
     debug = []
     conn.add_notice_handler(lambda d: debug.append(d.message_primary))
     conn.execute("set client_min_messages = debug1")
-    rows, _ = call(conn, "hybrid_recall", agent_id="a1", query_embedding=q, k=5,
+    rows, _ = call(conn, "hybrid_recall", agent_id="a1", query_embedding=q, k=5, candidates=5,
                    filter=json.dumps({"author": "bob"}))
     conn.execute("reset client_min_messages")
-    assert any("path ANN" in d for d in debug if "_vector_arm_v4" in d), debug
+    arm = [d for d in debug if d.startswith("recall._vector_arm_scoped")]
+    assert any("path ANN" in d for d in arm) and not any("exact instead" in d for d in arm), arm
     authors = {r[0]: r[12].get("author") for r in rows}
     assert len(rows) == 5 and set(authors.values()) == {"bob"}
     rows, _ = call(conn, "hybrid_recall", agent_id="a1", query_embedding=q, k=3, kinds=["memory"])

@@ -8,12 +8,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import claude_code, discord, jsonl, openai_chat
+from . import claude_code, codex, discord, jsonl, openai_chat
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
 PARSERS: dict[str, Callable[..., ParseResult]] = {
     "claude_code": claude_code.parse,
+    "codex": codex.parse,
     "jsonl": jsonl.parse,
     "openai_chat": openai_chat.parse,
     "discord": discord.parse,
@@ -62,6 +63,8 @@ def _of_object(obj: dict) -> str | None:
     if isinstance(obj.get("messages"), list):
         return "openai_chat"
     kind = obj.get("type")
+    if kind in codex.LINE_TYPES and isinstance(obj.get("payload"), dict):
+        return "codex"
     if (("sessionId" in obj and isinstance(kind, str))
             or (kind == "summary" and "leafUuid" in obj) or kind == "file-history-snapshot"):
         return "claude_code"

@@ -1,4 +1,4 @@
--- 006-memories
+-- 007-memories
 -- Curated memories: what an agent chose to keep, as chunks of kind 'memory'.
 --
 -- A memory is a chunk (kind 'memory') of the agent's own session 'memories:<agent_id>', so that
