@@ -14,7 +14,7 @@ from fake_embedder import FakeEmbedder
 from pyrecall import NotFoundError
 from pyrecall._embed import get_embedder
 from pyrecall._worker import Worker, cleanup
-from pyrecall.client import AsyncRecall, CuratedMemory, Recall
+from pyrecall.client import AsyncRecall, CuratedMemory, Recall, RecallResult
 
 
 def remember(conn, agent, content, **kw):
@@ -383,3 +383,15 @@ def test_cli_recall_turns_per_session(db_url, local_embedder, monkeypatch):
                                     "--turns-per-session", "1"], env={"PYRECALL_DSN": db_url})
     assert out.exit_code == 0, out.output
     assert sorted(m["session_id"] for m in json.loads(out.output)["memories"]) == ["s1", "s2"]
+
+
+def test_render_context_public_helper(client):
+    from pyrecall import render_context
+    mid = client.remember("aria", "Dinner on Fridays is always risotto", kind="preference", pin=True)
+    block = render_context(client.auto_context("aria", task="what do we cook for dinner?"))
+    assert block.startswith("## Relevant memory\n### Pinned\n")
+    assert f"preference #{mid}" in block and "Dinner on Fridays" in block
+    assert "### Recent" in block and "mushroom risotto" in block
+    listed = render_context(client.recall("aria", "risotto dinner"), heading="## Memory")
+    assert listed.startswith("## Memory\n- ") and "### " not in listed
+    assert render_context(RecallResult("q", [], "keyword")) == ""
