@@ -93,6 +93,7 @@ MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 ONNX_EXPORT_VERSION = 1  # bump when the export changes: the cache key holds it
 LOCAL_EXTRA = "pip install 'pyrecall[local]'"
 BACKENDS = ("auto", "onnx", "torch")
+BULK_TEXTS = 16  # an embed() call with more texts than this is bulk work (see LocalEmbedder)
 
 # (name or path, device, backend) -> (model, lock): a model is loaded once per process. The
 # lock serialises use of one model: a fast tokenizer is not safe to share between threads, and
@@ -116,6 +117,12 @@ def _onnx_available() -> bool:
     import importlib.util
 
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
+
+
+def _st_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("sentence_transformers") is not None
 
 
 def _load_local(name: str, device: str, backend: str = "auto") -> tuple[object, threading.Lock]:
@@ -306,9 +313,11 @@ class OnnxMiniLM:
 class LocalEmbedder:
     """A local model run in this process, on the CPU by default.
 
-    all-MiniLM-L6-v2 (installed by ``pyrecall[local]``) runs on ONNX Runtime, exported once
-    from the installed weights into the data directory; any other name, or
-    ``backend="torch"``, runs on sentence-transformers. Both give the same vectors.
+    all-MiniLM-L6-v2 (installed by ``pyrecall[local]``) embeds queries on ONNX Runtime,
+    exported once from the installed weights into the data directory, and bulk work (more
+    than BULK_TEXTS texts a call) on sentence-transformers, measured faster per chunk; any
+    other name runs on sentence-transformers. ``backend="onnx"`` or ``"torch"`` forces one.
+    Both give the same vectors (cosine >= 0.9999).
     Vectors are normalised (unit length). all-MiniLM-L6-v2 reads at most 256 word pieces
     (254 of text plus [CLS] and [SEP]) and silently ignores the rest; see ``max_tokens``.
 
@@ -338,8 +347,19 @@ class LocalEmbedder:
         self.device = device
         self.backend = backend
 
-    def _loaded(self):
-        return _load_local(self.name, self.device, self.backend)
+    def _loaded(self, n_texts: int = 1):
+        """The model for a call with ``n_texts`` texts. With backend "auto": bulk work (more
+        than BULK_TEXTS texts) on sentence-transformers where installed, which embeds more
+        chunks per CPU second here (docs/BENCHMARKS.md); a query on ONNX Runtime, which starts
+        in a tenth of the time; a token count on whichever is loaded already."""
+        backend = self.backend
+        if backend == "auto":
+            if n_texts > BULK_TEXTS and _st_available():
+                backend = "torch"
+            elif n_texts == 0:
+                loaded = [b for (n, d, b) in _MODELS if (n, d) == (self.name, self.device)]
+                backend = loaded[0] if loaded else "auto"
+        return _load_local(self.name, self.device, backend)
 
     def _st(self):
         """The sentence-transformers model (``backend="torch"``); for tests and benchmarks."""
@@ -362,7 +382,7 @@ class LocalEmbedder:
     @property
     def max_tokens(self) -> int:
         """Word pieces of text the model reads (``count_tokens`` units); the rest is cut."""
-        model, _ = self._loaded()
+        model, _ = self._loaded(0)
         return model.max_seq_length - 2  # [CLS] and [SEP] take two places
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -374,7 +394,7 @@ class LocalEmbedder:
         texts = clean_texts(texts)
         if not texts:
             return []
-        model, lock = self._loaded()
+        model, lock = self._loaded(len(texts))
         with lock:
             if isinstance(model, OnnxMiniLM):
                 vectors = model.encode(texts, self.batch_size)
@@ -398,7 +418,7 @@ class LocalEmbedder:
         >>> LocalEmbedder().count_tokens("unbelievably")
         5
         """
-        model, lock = self._loaded()
+        model, lock = self._loaded(0)
         text = text.replace("\x00", "")
         with lock:
             if isinstance(model, OnnxMiniLM):

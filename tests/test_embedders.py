@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrecall._embed import (
+    BULK_TEXTS,
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxMiniLM,
@@ -130,6 +131,13 @@ def test_onnx_counts_tokens_as_the_model_tokenizer():
     for text in [*SAME_VECTOR_TEXTS, "", "a\x00b"]:
         assert onnx.count_tokens(text) == torch.count_tokens(text), text
     assert onnx.max_tokens == torch.max_tokens == 254
+
+
+def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers():
+    e = LocalEmbedder()
+    assert isinstance(e._loaded(1)[0], OnnxMiniLM)
+    assert type(e._loaded(BULK_TEXTS + 1)[0]).__name__ == "SentenceTransformer"
+    assert isinstance(LocalEmbedder(backend="onnx")._loaded(1000)[0], OnnxMiniLM)
 
 
 def test_local_aembed_equals_embed(local):
