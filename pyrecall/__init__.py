@@ -7,6 +7,7 @@ from ._errors import (
     EmbeddingError,
     ImportFormatError,
     MigrationError,
+    MissingDependencyError,
     PyrecallError,
     TransientEmbeddingError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "EmbeddingError",
     "ImportFormatError",
     "MigrationError",
+    "MissingDependencyError",
     "PyrecallError",
     "TransientEmbeddingError",
     "__version__",

@@ -23,7 +23,7 @@ import weakref
 from typing import Protocol
 
 from . import _config
-from ._errors import ConfigError, EmbeddingError, TransientEmbeddingError
+from ._errors import ConfigError, EmbeddingError, MissingDependencyError, TransientEmbeddingError
 
 LOCAL_PREFIX = "local/"
 DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
@@ -150,7 +150,7 @@ def _sentence_transformer(name: str, device: str, bundled):
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
-        raise ConfigError(f"model local/{name} needs sentence-transformers: {LOCAL_EXTRA}") from e
+        raise MissingDependencyError(f"model local/{name} needs sentence-transformers: {LOCAL_EXTRA}") from e
     return SentenceTransformer(str(bundled) if bundled is not None else name, device=device)
 
 
@@ -184,7 +184,8 @@ def export_onnx(source, target) -> None:
         import torch
         from transformers import AutoModel
     except ImportError as e:
-        raise ConfigError(f"exporting all-MiniLM-L6-v2 to ONNX needs {e.name}: {LOCAL_EXTRA}") from e
+        raise MissingDependencyError(
+            f"exporting all-MiniLM-L6-v2 to ONNX needs {e.name}: {LOCAL_EXTRA}") from e
     import shutil
     import tempfile
     import warnings
@@ -254,7 +255,7 @@ class OnnxMiniLM:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as e:
-            raise ConfigError(f"model local/all-MiniLM-L6-v2 needs {e.name}: {LOCAL_EXTRA}") from e
+            raise MissingDependencyError(f"model local/all-MiniLM-L6-v2 needs {e.name}: {LOCAL_EXTRA}") from e
         self.source = Path(source)
         config = json.loads((self.source / "sentence_bert_config.json").read_text())
         self.max_seq_length = int(config["max_seq_length"])

