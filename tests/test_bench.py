@@ -383,3 +383,23 @@ def test_bench_peers_small(server_url):
         else:
             for q in queries:
                 assert _in_unit(report[peer][q]["recall@10"]) and report[peer][q]["p50"] > 0
+
+
+def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_url, tmp_path):
+    # the generator of `pyrecall bench index`: deterministic, read by the Claude Code importer
+    from pyrecall import _db, _sync
+    from pyrecall.bench.sessions import write_sessions
+
+    paths = write_sessions(tmp_path / "a", 4, seed=3)
+    again = write_sessions(tmp_path / "b", 4, seed=3)
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in again]
+    with _db.connect(db_url) as conn:
+        report = _sync.index(conn, [tmp_path / "a"], agent_id="bench")
+        assert (report.count("new"), report.count("failed"), report.problems) == (4, 0, [])
+        per_session, kinds = conn.execute(
+            "select count(*)::float / count(distinct session_id), array_agg(distinct kind order by kind) "
+            "from recall.chunks").fetchone()
+        projects = conn.execute("select count(distinct project) from recall.sessions").fetchone()[0]
+    assert 35 <= per_session <= 70
+    assert kinds == ["code", "message", "thinking", "tool", "turn_pair"]
+    assert projects >= 2
