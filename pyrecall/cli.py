@@ -694,7 +694,9 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
     Resumable and safe to run beside `pyrecall worker`: batches are claimed with
-    FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff.
+    FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff. A run that
+    writes 1,000 chunks or more ends with VACUUM (ANALYZE) recall.chunks, so that the next
+    queries do not wade through the rows the updates left behind.
 
     \b
     Example:

@@ -16,7 +16,13 @@ from pgvector.psycopg import register_vector, register_vector_async
 
 from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
-from ._errors import ConfigError, EmbeddingError, NotFoundError, PyrecallError
+from ._errors import (
+    ConfigError,
+    EmbeddingError,
+    MissingDependencyError,
+    NotFoundError,
+    PyrecallError,
+)
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
 
@@ -292,7 +298,7 @@ class Recall:
             return None, None
         try:
             vector = _usable(self.embedder.embed([_text(query)])[0])
-        except (EmbeddingError, ImportError, OSError) as exc:
+        except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
         if vector is None:
@@ -452,7 +458,7 @@ class AsyncRecall:
             return None, None
         try:
             vector = _usable((await self.embedder.aembed([_text(query)]))[0])
-        except (EmbeddingError, ImportError, OSError) as exc:
+        except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
         if vector is None:

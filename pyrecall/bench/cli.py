@@ -543,6 +543,47 @@ def load_cmd(n_chunks, n_agents, clients, seconds, import_rate, keep, reuse, see
         raise SystemExit(1)
 
 
+@bench.command("index")
+@click.option("--sessions", "n_sessions", type=click.IntRange(1), default=1000, show_default=True,
+              help="Claude Code sessions to generate (~50 chunks each).")
+@click.option("--sample", type=click.IntRange(64), default=640, show_default=True,
+              help="Chunks the raw model embeds for the throughput comparison.")
+@click.option("--runs", type=click.IntRange(1), default=5, show_default=True,
+              help="Cold recall runs (median).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator.")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the report to this file.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@_handle_errors
+def index_cmd(n_sessions, sample, runs, seed, json_file, dsn):
+    """Index a real-sized history end to end with the local model, then recall cold.
+
+    Generates realistic Claude Code sessions (tool calls, code, thinking, ~50 chunks each),
+    imports them (`pyrecall index`), embeds every chunk (`pyrecall embed`), and measures the
+    raw model on the same chunks, hybrid_recall's p95 before and after the job's vacuum, and
+    cold `pyrecall recall` processes (median of --runs). Prints one JSON report.
+
+    \b
+    Example:
+      pyrecall bench index --sessions 1000 --json index.json
+      pyrecall bench index --sessions 20 --sample 128
+    """
+    import time
+    from pathlib import Path
+
+    from . import index
+
+    t = time.perf_counter()
+    report = index.run(n_sessions, dsn=dsn, seed=seed, sample=sample, recall_runs=runs,
+                       log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+    text = json.dumps(report, indent=2, default=str)
+    click.echo(text)
+    if json_file:
+        Path(json_file).write_text(text + "\n")
+
+
 @bench.command("ingest")
 @click.option("--messages", "n_messages", type=click.IntRange(1), default=100_000, show_default=True,
               help="Messages in all.")
