@@ -112,7 +112,7 @@ def test_cli_source_agent(memory_url, monkeypatch):
         (CODEX_ID, "codex", "/home/dev/billing", "fix/export-timeout")]
     result = CliRunner().invoke(main, ["recall", "--auto", "--agent", "dev", "--source-agent", "codex"],
                                 env={"PYRECALL_DSN": memory_url})
-    assert result.exit_code == 2 and "drop --by-session/--kind/--since/--source-agent" in result.output
+    assert result.exit_code == 2 and "drop --by-session/--kind/--since/--until/--filter/--source-agent" in result.output
 
 
 def test_recall_finds_the_gemini_crash_by_meaning(recall):
