@@ -135,6 +135,7 @@ def test_bench_latency_topic_vectors_after_embed(server_url):
         "autovacuumed": False, "autoanalyzed": False}
     for r in stages.values():
         assert 0 < r["hybrid"]["p50"] <= r["hybrid"]["p95"]
+        assert r["hybrid"]["cpu_ms_per_call"] is None or r["hybrid"]["cpu_ms_per_call"] >= 0
     assert _in_unit(report["latency_ms"]["medium"]["hybrid"]["vector_arm_recall@10"])
 
 

@@ -313,12 +313,13 @@ def _print_latency(report: dict) -> None:
     if report.get("after_embed"):
         table = Table(title="hybrid_recall right after the vectors were written, then after each "
                             "maintenance step (ms p50 / p95 / p99)")
-        for col in ("state", "ms", "dead tuples", "all-visible pages", "step s"):
+        for col in ("state", "ms", "server CPU ms per call", "dead tuples", "all-visible pages", "step s"):
             table.add_column(col, justify="right")
         for name, r in report["after_embed"].items():
             h, t = r["hybrid"], r["table"]
             table.add_row(name.replace("_", " "), f"{h['p50']:.1f} / {h['p95']:.1f} / {h['p99']:.1f}",
-                          f"{t['dead']:,}", f"{t['all_visible']}", f"{r['step_s']}")
+                          str(h.get("cpu_ms_per_call")), f"{t['dead']:,}", f"{t['all_visible']}",
+                          f"{r['step_s']}")
         console.print(table)
     load = report.get("under_load") or {}
     if load.get("by_clients"):
