@@ -94,8 +94,8 @@ def check_role(conn: psycopg.Connection, agent: str) -> None:
 
 
 class Pool:
-    """A few connections kept open between calls; each call runs in a transaction bound to
-    the agent.
+    """A few connections kept open between calls (``size``: also the most calls at once; more
+    wait their turn); each call runs in a transaction bound to the agent.
 
     ``connection()`` begins a transaction and sets, for that transaction only, the role
     ``recall_agent`` (row-secured: a superuser or the owner loses its bypass) and the setting
@@ -112,6 +112,7 @@ class Pool:
         self.connect_timeout = connect_timeout
         self._idle: list[psycopg.Connection] = []
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)   # at most `size` calls at once; others wait
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -146,19 +147,20 @@ class Pool:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        conn = self._begin()
-        try:
-            yield conn
-            conn.execute("commit")
-        except BaseException:
-            if not (conn.closed or conn.broken):
-                try:
-                    conn.execute("rollback")
-                except psycopg.Error:
-                    conn.close()
-            raise
-        finally:
-            self._give_back(conn)
+        with self._slots:
+            conn = self._begin()
+            try:
+                yield conn
+                conn.execute("commit")
+            except BaseException:
+                if not (conn.closed or conn.broken):
+                    try:
+                        conn.execute("rollback")
+                    except psycopg.Error:
+                        conn.close()
+                raise
+            finally:
+                self._give_back(conn)
 
     def _give_back(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:

@@ -157,6 +157,29 @@ def test_pool_connections_are_bound_by_row_level_security(memories):
         pool.close()
 
 
+def test_pool_serves_at_most_size_calls_at_once(db_url):
+    """Calls beyond the pool's size wait for a connection instead of opening more."""
+    import threading
+
+    pool = Pool(db_url, "A", size=2)
+    pids, errors = [], []
+
+    def call():
+        try:
+            with pool.connection() as c:
+                pids.append(c.execute("select pg_backend_pid() from pg_sleep(0.2)").fetchone()[0])
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    pool.close()
+    assert errors == [] and len(pids) == 6 and len(set(pids)) <= 2
+
+
 @pytest.fixture
 def login_role(conn):
     name = f"mcp_login_{os.getpid()}"
