@@ -1146,7 +1146,7 @@ def forget(session, memory_id, everything, agent, yes, dsn):
 @dsn_option
 @handle_errors
 def mcp(agent, http, token, model, dsn):
-    """Serve the agent's memory as MCP tools: recall, context, sessions.
+    """Serve the agent's memory as MCP tools: recall, context, sessions, remember, forget.
 
     Speaks the Model Context Protocol on stdin/stdout (or streamable HTTP with --http) for
     one agent: its database connections run as the recall_agent role with the agent's id, so

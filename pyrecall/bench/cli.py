@@ -617,7 +617,7 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
               help="Chunks in the database.")
 @click.option("--agents", "n_agents", type=click.IntRange(1), default=1, show_default=True,
               help="Agents (Zipf sizes); the server acts for the largest.")
-@click.option("--calls", type=click.IntRange(1), default=200, show_default=True,
+@click.option("--calls", type=click.IntRange(1), default=100, show_default=True,
               help="recall calls timed (after --warmup calls that are not).")
 @click.option("--warmup", type=click.IntRange(1), default=10, show_default=True)
 @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True)
@@ -633,12 +633,13 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
 
     Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
     agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
-    round trip, the query embedded by the local model, recall.hybrid_recall). Prints one
-    JSON report: p50/p95/p99 in ms, connect time, first-call time.
+    round trip, the query embedded by the local model, recall.hybrid_recall). Then times the
+    parts in-process: the embedding, hybrid_recall bound as the server is (row-level security)
+    and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times.
 
     \b
     Example:
-      pyrecall bench mcp --chunks 100000 --calls 200
+      pyrecall bench mcp --chunks 100000 --calls 100
       pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
     """
     import time
