@@ -984,6 +984,42 @@ def forget(session, everything, agent, yes, dsn):
         click.echo(f"forgot {n} session(s) of agent {agent!r}")
 
 
+@main.command()
+@click.argument("chunk_id", type=click.IntRange(1))
+@click.option("--importance", type=click.FloatRange(0, 1), default=None, metavar="X",
+              help="The chunk's importance, 0..1 (the default of a message is 0.5).")
+@click.option("--reset", is_flag=True, help="Back to the importance derived from its messages.")
+@agent_option
+@json_option
+@dsn_option
+@handle_errors
+def mark(chunk_id, importance, reset, agent, as_json, dsn):
+    """Set how important a memory is (recall.set_importance): CHUNK_ID is a recall result's
+    chunk id (the table shows it as "chunk N"; chunk_id in --format json). The importance
+    weighs in every later recall and is kept when the chunk is re-derived.
+
+    \b
+    Example:
+      pyrecall mark 4211 --importance 0.9
+      pyrecall mark 4211 --reset
+    """
+    if (importance is None) == (not reset):
+        raise click.UsageError("give either --importance X or --reset")
+    r = _client(dsn)
+    try:
+        previous = r.set_importance(agent, chunk_id, None if reset else importance)
+        now = r.conn.execute("select importance from recall.chunks where chunk_id = %s",
+                             [chunk_id]).fetchone()[0]
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"chunk_id": chunk_id, "agent": agent, "previous": previous,
+                               "importance": now, "set": not reset}))
+    else:
+        click.echo(f"chunk {chunk_id}: importance {previous:.2f} -> {now:.2f}"
+                   + (" (derived from its messages again)" if reset else ""))
+
+
 # ---------------------------------------------------------------- mcp
 
 @main.command()

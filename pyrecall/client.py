@@ -137,7 +137,7 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
 # int8 and find no function ("function ... does not exist") instead of "integer out of range"
 CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "int",
          "filter": "jsonb", "turns_per_session": "int", "metadata": "jsonb", "memory_id": "bigint",
-         "supersedes": "bigint", "max_rows": "int", "importance": "float8"}
+         "supersedes": "bigint", "max_rows": "int", "importance": "float8", "chunk_id": "bigint"}
 
 
 def _call(function: str, args: dict) -> str:
@@ -380,6 +380,17 @@ class Recall:
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
 
+    def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """Set the importance (0..1) of one of the agent's chunks (recall.set_importance): it
+        weighs in every later recall and is kept when the chunk is re-derived; None returns it
+        to the value derived from its messages. Returns the previous importance; NotFoundError
+        when the agent has no such chunk."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            return self.conn.execute(_call_scalar("set_importance", args), args).fetchone()[0]
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
     def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """Pin (or, with ``pinned=False``, unpin) a memory: pinned ones open auto_context."""
         args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
@@ -535,6 +546,15 @@ class AsyncRecall:
         args = {"agent_id": _text(agent_id), "memory_id": memory_id}
         try:
             cur = await self.conn.execute(_call_scalar("forget_memory", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        return (await cur.fetchone())[0]
+
+    async def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """See :meth:`Recall.set_importance`."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            cur = await self.conn.execute(_call_scalar("set_importance", args), args)
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
         return (await cur.fetchone())[0]

@@ -729,7 +729,9 @@ def test_role_setting_bindings_move_into_the_table(empty_db_url, tmp_path, monke
     old = tmp_path / "sql"
     shutil.copytree(real, old)
     for f in (old / "incremental").glob("*.sql"):
-        if f.name >= "003":
+        # (008 adds a column the chunker of idempotent/010 reads: kept, as a pre-003 010 would
+        # not read it)
+        if f.name >= "003" and not f.name.startswith("008-"):
             f.unlink()
     # the files that need what 003 and later add (the security policies, curated memories and
     # the recall version that reads them, the stable names pointing at it)
