@@ -33,7 +33,12 @@ def _error_text(exc: BaseException) -> str:
     else:
         text = str(exc)
     lines = [x for x in text.strip().splitlines() if x.strip()]
-    return lines[0] if lines else type(exc).__name__
+    line = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) or "in a read-only transaction" in line:
+        # a hot standby (or a read-only default): reads work, writes must go to the primary
+        line += (" (this server is read-only: a hot standby, or default_transaction_read_only is on;"
+                 " recall works here, writes go to the primary)")
+    return line
 
 
 def handle_errors(fn):
