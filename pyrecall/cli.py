@@ -753,11 +753,21 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
               help="Only this agent's chunks [default: every agent].")
 @click.option("--idle-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Seconds between checks when no NOTIFY arrives (retries whose backoff ran out).")
+@click.option("--summarize-after", "quiet_minutes", type=click.FloatRange(0), default=10.0,
+              show_default=True, metavar="MINUTES",
+              help="Summarize a session once it has been quiet this long and its summary is stale.")
+@click.option("--summarize-with", "llm", envvar="PYRECALL_SUMMARY_MODEL", default=None,
+              metavar="MODEL", help="Chat model (litellm name) that writes those summaries "
+              "[default: $PYRECALL_SUMMARY_MODEL, else extractive, no LLM].")
+@click.option("--no-summaries", is_flag=True, help="Only embed; leave summaries to `pyrecall summarize`.")
 @model_option
 @dsn_option
 @handle_errors
-def worker(batch_size, agent, idle_timeout, model, dsn):
+def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, model, dsn):
     """Embed continuously: whatever is pending, then wait for new chunks (LISTEN/NOTIFY).
+    Between batches, keep session summaries current: a session quiet for --summarize-after
+    minutes whose summary is stale is summarized, extractively in the database, or by
+    --summarize-with / $PYRECALL_SUMMARY_MODEL (any litellm chat model).
 
     Several workers can run at once. Ctrl-C (or SIGTERM) stops cleanly: the batch in flight
     is rolled back and stays pending.
@@ -765,8 +775,9 @@ def worker(batch_size, agent, idle_timeout, model, dsn):
     \b
     Example:
       pyrecall worker --batch-size 128
+      PYRECALL_SUMMARY_MODEL=openai/gpt-4o-mini pyrecall worker --summarize-after 30
     """
-    from . import _worker
+    from . import _summarize, _worker
 
     embedder = _embedder(model)
     _check_model(embedder)
@@ -780,13 +791,27 @@ def worker(batch_size, agent, idle_timeout, model, dsn):
     def on_term(signum, frame):
         raise KeyboardInterrupt
 
+    summarizer = None if no_summaries else _summarize.QuietSummarizer(
+        timedelta(minutes=quiet_minutes), agent_id=agent, model=llm or "")
+
+    def summarize(conn):
+        rep = summarizer.run(conn)
+        if rep.extractive:
+            click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"
+                       + (f", {rep.written} by {llm}" if llm else "")
+                       + (f", {rep.failed} failed: {rep.errors[0]}" if rep.failed else ""))
+
     previous = signal.signal(signal.SIGTERM, on_term)
-    click.echo(f"worker: {embedder.model}, batches of {batch_size}; Ctrl-C stops", err=True)
+    click.echo(f"worker: {embedder.model}, batches of {batch_size}"
+               + ("" if no_summaries else f"; summaries after {quiet_minutes:g} min quiet"
+                  + (f" by {llm}" if llm else " (extractive)"))
+               + "; Ctrl-C stops", err=True)
     try:
         _worker.listen_loop(lambda: _db.connect(url),
                             lambda conn: _worker.Worker(conn, embedder, batch_size=batch_size,
                                                         agent=agent),
-                            idle_timeout=idle_timeout, on_report=on_report)
+                            idle_timeout=idle_timeout, on_report=on_report,
+                            between=None if summarizer is None else summarize)
     except KeyboardInterrupt:
         click.echo("worker stopped", err=True)
     finally:

@@ -216,6 +216,9 @@ def observe(conn, calls_) -> dict[str, tuple]:
                 if key.startswith("recall.index_info("):
                     # idx_scan counts every query that used the index, the prober's own included
                     rows = [r[:8] + r[9:] for r in rows]
+                if key.startswith("recall.storage_stats("):
+                    # sizes on disk: the probes' rolled-back updates (summaries) grow the heap too
+                    rows = sorted(r[:4] for r in rows)
                 if key.startswith("recall.remember(") and len(rows) == 1 and isinstance(rows[0][0], int):
                     # the new memory's id comes from a sequence, which no rollback rewinds
                     rows = [("a new id",)]
