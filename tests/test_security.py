@@ -13,7 +13,6 @@ through errors at once. Statistics, role binding and the remaining, documented c
 from __future__ import annotations
 
 import re
-import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -23,6 +22,7 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
+from test_upgrade import old_sql
 
 from pyrecall import _migrate
 
@@ -733,18 +733,9 @@ def test_role_setting_bindings_move_into_the_table(empty_db_url, tmp_path, monke
     moves each binding into recall.agent_bindings and resets the setting, and each role sees
     exactly its agent afterwards, on a connection opened before the migration too."""
     real = _migrate.sql_dir()
-    old = tmp_path / "sql"
-    shutil.copytree(real, old)
-    for f in (old / "incremental").glob("*.sql"):
-        # (008 adds a column the chunker of idempotent/010 reads: kept, as a pre-003 010 would
-        # not read it)
-        if f.name >= "003" and not f.name.startswith("008-"):
-            f.unlink()
-    # the files that need what 003 and later add (the security policies, curated memories and
-    # the recall version that reads them, the stable names pointing at it)
-    for f in (old / "idempotent").glob("*.sql"):
-        if f.name >= "050":
-            f.unlink()
+    # the sql/ of the last commit before 003-agent-bindings, from the repository's history: its
+    # 090-security binds by the role's setting (what OLD_BINDING below spells out)
+    old = old_sql("3f62d61^", tmp_path)
     monkeypatch.setattr(_migrate, "sql_dir", lambda: old)
     suffix = uuid.uuid4().hex[:8]
     # bound cluster-wide to A; cluster-wide to A but to B in this database (which wins); to ''
@@ -752,7 +743,8 @@ def test_role_setting_bindings_move_into_the_table(empty_db_url, tmp_path, monke
     r = {k: f"sec_up_{k}_{suffix}" for k in ("a", "b", "empty", "elsewhere")}
     with psycopg.connect(empty_db_url, autocommit=True) as conn:
         _migrate.migrate(conn)
-        conn.execute(OLD_BINDING)
+        assert conn.execute("select pg_get_functiondef('recall.bound_agent()'::regprocedure)").fetchone()[0] \
+            .split("$function$")[1].strip() == OLD_BINDING.split("$$")[1].strip()
         dbname = conn.info.dbname
         for agent in ("A", "B"):
             conn.execute("insert into recall.sessions (session_id, agent_id) values (%s, %s)", [f"{agent}-s", agent])
