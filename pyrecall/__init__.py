@@ -14,6 +14,7 @@ from ._errors import (
 
 __version__ = "0.1.0"
 
+from ._render import render_context  # noqa: E402
 from .client import AsyncRecall, CuratedMemory, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ = [
     "NotFoundError",
     "PyrecallError",
     "TransientEmbeddingError",
+    "render_context",
     "__version__",
 ]

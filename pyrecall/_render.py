@@ -263,6 +263,26 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
     return "\n".join(out) + "\n"
 
 
+def render_context(result: RecallResult, *, heading: str = "## Relevant memory",
+                   by_session: bool = False, scope: dict | None = None) -> str:
+    """A recall result as the Markdown block for a system prompt (what ``pyrecall recall
+    --format context`` prints): sections Pinned / Recent / Related / Failures to avoid for an
+    auto_context result, a sub-heading per session with ``by_session``, else one list in score
+    order; each item labelled with its date, kind (a memory: ``fact #ID``) and session title.
+    Empty when there is nothing to say. Needs no database: the rows carry their session titles.
+
+    >>> prompt = render_context(memory.auto_context("aria", project="shop", task="deploy"))
+    """
+    infos = {}
+    for m in result.memories:
+        meta = m.metadata or {}
+        infos.setdefault(m.session_id, SessionInfo(m.session_id, m.session_title,
+                                                   meta.get("project"), meta.get("branch"), None))
+    auto = any(section_of(m) for m in result.memories)
+    return to_context(result, infos=infos, auto=auto, by_session=by_session and not auto,
+                      scope=scope, heading=heading)
+
+
 def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo],
                    scope: dict | None) -> list[str]:
     """A failure, then what the agent concluded from it (metadata.resolution_of) nested below."""

@@ -434,14 +434,22 @@ def migrate_status(dsn):
               help="Only sessions written by this coding agent: claude-code, codex, gemini "
                    "(as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
-              type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary"]),
-              help="Only chunks of this kind (repeatable).")
+              type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary",
+                                 "memory"]),
+              help="Only chunks of this kind (repeatable; memory: the curated memories).")
+@click.option("--turns-per-session", type=click.IntRange(1), default=None, metavar="N",
+              help="At most N chunks from one session (memories are no session's).")
+@click.option("--as-of", type=SINCE, default=None, metavar="WHEN",
+              help="The memories as they stood then (a superseded one, not its replacement): "
+                   "2d, or a date/time (2026-01-01T12:00); recency is measured from then too.")
+@click.option("--all-projects", is_flag=True,
+              help="With --auto: Related from every project (default: the project's own).")
 @model_option
 @dsn_option
 @handle_errors
 def recall(query, agent, project, branch, k, budget, since, until, filters, min_similarity, weights,
            fmt, by_session, n_sessions, auto, task, exclude_session, hook, source_agent, kinds,
-           model, dsn):
+           turns_per_session, as_of, all_projects, model, dsn):
     """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
     recency and importance (recall.hybrid_recall); session-aware with --by-session
     (recall.session_recall); the session-start context with --auto (recall.auto_context:
@@ -458,16 +466,20 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
       pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
       pyrecall recall --auto --task "deploy the API to staging"
+      pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
     from . import _render
 
+    if all_projects and not auto:
+        raise click.UsageError("--all-projects goes with --auto")
     if hook:
         project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
     if auto:
         if (by_session or kinds or since or until or filters or source_agent
-                or min_similarity is not None or weights):
+                or min_similarity is not None or weights or turns_per_session):
             raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since/"
-                                   "--until/--filter/--source-agent/--min-similarity/--weights")
+                                   "--until/--filter/--source-agent/--min-similarity/--weights/"
+                                   "--turns-per-session")
         task = task if task is not None else query
         if project is None and not hook:
             project, detected = git_scope()
@@ -491,7 +503,8 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     filter_ = build_filter(filters, scope)
     options = {**(weights or {}),
                **({"min_similarity": min_similarity} if min_similarity is not None else {}),
-               **({"until": until} if until else {})}
+               **{k: v for k, v in (("until", until), ("turns_per_session", turns_per_session),
+                                    ("as_of", as_of)) if v}}
 
     # the result says when the query embedding failed (source=keyword): no second warning
     logging.getLogger("pyrecall").setLevel(logging.ERROR)
@@ -499,7 +512,8 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     try:
         if auto:
             result = r.auto_context(agent, project=project, branch=branch, task=task,
-                                    token_budget=budget, exclude_session_id=exclude_session)
+                                    token_budget=budget, exclude_session_id=exclude_session,
+                                    all_projects=all_projects, as_of=as_of)
             mode = "auto"
         elif by_session:
             chosen = {"sessions": n_sessions} if n_sessions else {}  # else the SQL default
@@ -982,8 +996,120 @@ def show(session, agent, full, as_json, dsn):
         click.echo(text)
 
 
+# ---------------------------------------------------------------- curated memories
+
+MEMORY_KINDS = ["note", "fact", "decision", "preference"]
+
+
+@main.command()
+@click.argument("text")
+@agent_option
+@click.option("--kind", type=click.Choice(MEMORY_KINDS), default="note", show_default=True,
+              help="What sort of memory it is.")
+@click.option("--importance", type=click.FloatRange(0, 1), default=None,
+              help="Its weight in ranking, 0..1 [default: recall.remember's, 0.7].")
+@click.option("--supersedes", type=int, default=None, metavar="ID",
+              help="The id of the memory this one replaces: that one stops being true now "
+                   "(still seen with recall --as-of before now).")
+@click.option("--pin", is_flag=True, help="Always put it first in the session-start context.")
+@click.option("--project", default=None,
+              help="The project it is about (a path, as recorded) [default: none: every project].")
+@click.option("--no-embed", is_flag=True,
+              help="Do not embed it now (the worker or `pyrecall embed` does it later).")
+@json_option
+@model_option
+@dsn_option
+@handle_errors
+def remember(text, agent, kind, importance, supersedes, pin, project, no_embed, as_json, model, dsn):
+    """Keep a memory: a note, fact, decision or preference the agent will recall (ranked with
+    its past sessions by recall; pinned ones open every session's context).
+
+    \b
+    Examples:
+      pyrecall remember "Staging deploys go through ArgoCD" --kind fact
+      pyrecall remember "Staging deploys go through Flux" --kind fact --supersedes 4711
+      pyrecall remember "Answer in British English" --kind preference --pin
+    """
+    logging.getLogger("pyrecall").setLevel(logging.ERROR)
+    r = _client(dsn, model)
+    try:
+        memory_id = r.remember(agent, text, kind=kind, importance=importance, project=project,
+                               supersedes=supersedes, pin=pin, embed=not no_embed)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"id": memory_id}))
+    else:
+        extra = f", superseding {supersedes}" if supersedes is not None else ""
+        click.echo(f"remembered memory {memory_id} ({kind}{', pinned' if pin else ''}{extra})")
+
+
+@main.command()
+@agent_option
+@click.option("--kind", type=click.Choice(MEMORY_KINDS), default=None, help="Only this kind.")
+@click.option("--project", default=None, help="Those of this project and of no project.")
+@click.option("--all", "include_superseded", is_flag=True,
+              help="Superseded memories too (with the time they stopped being true).")
+@click.option("--pinned", "pinned_only", is_flag=True, help="Only pinned memories.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@json_option
+@dsn_option
+@handle_errors
+def memories(agent, kind, project, include_superseded, pinned_only, limit, as_json, dsn):
+    """List the agent's curated memories, newest first.
+
+    \b
+    Examples:
+      pyrecall memories
+      pyrecall memories --kind decision --all --json
+    """
+    r = _client(dsn)
+    try:
+        rows = r.memories(agent, project=project, kind=kind, limit=limit,
+                          include_superseded=include_superseded, pinned_only=pinned_only)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps([{**m.__dict__, "project": m.project} for m in rows],
+                              ensure_ascii=False, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no memories for agent {agent!r}", err=True)
+        return
+    for m in rows:
+        flags = [m.kind] + (["pinned"] if m.pinned else []) + ([m.project] if m.project else [])
+        if m.valid_until is not None:
+            flags.append(f"superseded {m.valid_until:%Y-%m-%d %H:%M} by {m.superseded_by}")
+        click.echo(f"{m.memory_id:>6}  {m.created_at:%Y-%m-%d}  [{', '.join(flags)}]  "
+                   f"{' '.join(m.content.split())}")
+
+
+@main.command()
+@click.argument("memory_id", type=int, metavar="ID")
+@click.option("--off", is_flag=True, help="Unpin it.")
+@agent_option
+@dsn_option
+@handle_errors
+def pin(memory_id, off, agent, dsn):
+    """Pin a memory (first in every session-start context, within its budget), or unpin it.
+
+    \b
+    Examples:
+      pyrecall pin 4711
+      pyrecall pin 4711 --off
+    """
+    r = _client(dsn)
+    try:
+        r.pin_memory(agent, memory_id, pinned=not off)
+    finally:
+        r.close()
+    click.echo(f"{'unpinned' if off else 'pinned'} memory {memory_id}")
+
+
 @main.command()
 @click.option("--session", default=None, help="Forget this session.")
+@click.option("--memory", "memory_id", type=int, default=None, metavar="ID",
+              help="Forget this curated memory (its id, from `pyrecall memories` or recall).")
 @click.option("--all", "everything", is_flag=True,
               help="Forget everything of the agent: sessions, messages, chunks, embeddings, "
                    "summaries and what sync remembers of files.")
@@ -991,8 +1117,9 @@ def show(session, agent, full, as_json, dsn):
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all).")
 @dsn_option
 @handle_errors
-def forget(session, everything, agent, yes, dsn):
-    """Delete a session, or all memory of an agent, with their chunks and embeddings.
+def forget(session, memory_id, everything, agent, yes, dsn):
+    """Delete a session, a curated memory, or all memory of an agent, with their chunks and
+    embeddings.
 
     Transcript files still on disk are imported again by the next `pyrecall sync` (which,
     with nothing indexed before, reads ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp):
@@ -1001,10 +1128,19 @@ def forget(session, everything, agent, yes, dsn):
     \b
     Example:
       pyrecall forget --session 6279b780      # an id, or a unique prefix of it
+      pyrecall forget --memory 4711
       pyrecall forget --all --agent test-bot --yes
     """
-    if bool(session) == bool(everything):
-        raise click.UsageError("give either --session SESSION or --all")
+    if (session is not None) + (memory_id is not None) + bool(everything) != 1:
+        raise click.UsageError("give one of --session SESSION, --memory ID or --all")
+    if memory_id is not None:
+        r = _client(dsn)
+        try:
+            n = r.forget_memory(agent, memory_id)
+        finally:
+            r.close()
+        click.echo(f"forgot memory {memory_id} ({n} removed, with its embedding)")
+        return
     if everything and not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("--all deletes everything of the agent: add --yes to confirm")

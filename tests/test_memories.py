@@ -2,6 +2,8 @@
 Python (Recall, AsyncRecall); ranked with the transcripts by recall v4."""
 
 import asyncio
+import json
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +14,7 @@ from fake_embedder import FakeEmbedder
 from pyrecall import NotFoundError
 from pyrecall._embed import get_embedder
 from pyrecall._worker import Worker, cleanup
-from pyrecall.client import AsyncRecall, CuratedMemory, Recall
+from pyrecall.client import AsyncRecall, CuratedMemory, Recall, RecallResult
 
 
 def remember(conn, agent, content, **kw):
@@ -313,3 +315,85 @@ def test_async_client(db_url, local_embedder):
             with pytest.raises(NotFoundError):
                 await r.forget_memory("aria", mid)
     asyncio.run(run())
+
+
+# ---------------------------------------------------------------- CLI
+
+def test_cli_remember_list_pin_forget(db_url, local_embedder, monkeypatch):
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+    monkeypatch.delenv("PYRECALL_AGENT", raising=False)
+    monkeypatch.delenv("PYRECALL_EMBED_MODEL", raising=False)
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args], env={"PYRECALL_DSN": db_url})
+
+    out = run("remember", "Staging deploys go through ArgoCD", "--kind", "fact", "--agent", "aria",
+              "--project", "acme", "--json")
+    assert out.exit_code == 0, out.output
+    old = json.loads(out.output)["id"]
+    out = run("remember", "Staging deploys go through Flux", "--kind", "fact", "--agent", "aria",
+              "--supersedes", old, "--pin")
+    assert out.exit_code == 0, out.output
+    new = int(re.match(r"remembered memory (\d+) \(fact, pinned, superseding \d+\)", out.output).group(1))
+    out = run("memories", "--agent", "aria")
+    assert out.exit_code == 0 and f"{new}" in out.output and "pinned, acme" in out.output
+    assert f"{old} " not in out.output
+    out = run("memories", "--agent", "aria", "--all", "--json")
+    listed = {m["memory_id"]: m for m in json.loads(out.output)}
+    assert listed[old]["superseded_by"] == new and listed[new]["project"] == "acme"
+    # found by meaning (embedded at once), the old one only as of before the change
+    out = run("recall", "how do we ship to staging?", "--agent", "aria", "--format", "json")
+    assert [m["memory_id"] for m in json.loads(out.output)["memories"]] == [new]
+    # a time while the old one was true: between its valid_from and its valid_until (the two
+    # remember calls may be well under a second apart)
+    since_, until_ = (datetime.fromisoformat(listed[old][k]) for k in ("valid_from", "valid_until"))
+    out = run("recall", "how do we ship to staging?", "--agent", "aria", "--format", "json",
+              "--as-of", (since_ + (until_ - since_) / 2).isoformat())
+    assert [m["memory_id"] for m in json.loads(out.output)["memories"]] == [old]
+    out = run("recall", "--auto", "--agent", "aria", "--project", "acme", "--all-projects")
+    assert out.exit_code == 0 and out.output.startswith("## Relevant memory\n### Pinned\n")
+    assert f"fact #{new}" in out.output and "Flux" in out.output
+    out = run("pin", new, "--off", "--agent", "aria")
+    assert out.output == f"unpinned memory {new}\n"
+    out = run("forget", "--memory", new, "--agent", "aria")
+    assert out.exit_code == 0 and out.output.startswith(f"forgot memory {new}")
+    for args in (("forget", "--memory", new, "--agent", "aria"), ("pin", new, "--agent", "aria")):
+        out = run(*args)
+        assert out.exit_code == 1 and out.output == f"Error: memory {new} not found for agent 'aria'\n"
+    out = run("remember", "x", "--kind", "opinion")
+    assert out.exit_code == 2 and "'opinion' is not one of" in out.output
+    out = run("remember", "  ", "--agent", "aria", "--no-embed")
+    assert out.exit_code == 1 and out.output == "Error: empty content: a memory needs text\n"
+    out = run("forget", "--memory", 1, "--session", "s")
+    assert out.exit_code == 2 and "give one of --session SESSION, --memory ID or --all" in out.output
+    out = run("recall", "x", "--all-projects")
+    assert out.exit_code == 2 and "--all-projects goes with --auto" in out.output
+
+
+def test_cli_recall_turns_per_session(db_url, local_embedder, monkeypatch):
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+    monkeypatch.delenv("PYRECALL_EMBED_MODEL", raising=False)
+    with Recall(db_url, embedder=local_embedder) as r:
+        for s in ("s1", "s2"):
+            r.add_messages(s, [{"role": "user", "content": f"deploy question {i} in {s}"}
+                               for i in range(4)], agent_id="aria")
+    out = CliRunner().invoke(main, ["recall", "deploy question", "--agent", "aria", "--format", "json",
+                                    "--turns-per-session", "1"], env={"PYRECALL_DSN": db_url})
+    assert out.exit_code == 0, out.output
+    assert sorted(m["session_id"] for m in json.loads(out.output)["memories"]) == ["s1", "s2"]
+
+
+def test_render_context_public_helper(client):
+    from pyrecall import render_context
+    mid = client.remember("aria", "Dinner on Fridays is always risotto", kind="preference", pin=True)
+    block = render_context(client.auto_context("aria", task="what do we cook for dinner?"))
+    assert block.startswith("## Relevant memory\n### Pinned\n")
+    assert f"preference #{mid}" in block and "Dinner on Fridays" in block
+    assert "### Recent" in block and "mushroom risotto" in block
+    listed = render_context(client.recall("aria", "risotto dinner"), heading="## Memory")
+    assert listed.startswith("## Memory\n- ") and "### " not in listed
+    assert render_context(RecallResult("q", [], "keyword")) == ""

@@ -110,4 +110,5 @@ def test_a_released_function_may_not_reach_current_code(sql_copy):
 def test_shipped_released_versions_reach_only_frozen_code():
     assert _sqlcheck.check_call_chains(sql_dir()) == []
     shared = _sqlcheck.read_shared_list(sql_dir())
-    assert set(shared) == {"_vector_arm", "_vector_exact"} and all(shared.values())
+    assert set(shared) == {"_vector_arm", "_vector_exact", "_vector_arm_scoped", "_vector_exact_scoped"} \
+        and all(shared.values())

@@ -301,12 +301,9 @@ $$;
 comment on function recall.memories(text, text, text, boolean, boolean, int) is $c$
 The memories of agent_id, newest first, at most max_rows (1..10000, default 50): memory_id,
 memory_kind (note | fact | decision | preference), content, importance, pinned, metadata (with
-its project),
-created_at, valid_from, valid_until (NULL while current), supersedes / superseded_by (the
+its project), created_at, valid_from, valid_until (NULL while current), supersedes / superseded_by (the
 memory it replaced / that replaced it), embedded (its embedding is stored), n_tokens.
 project: the memories of that project and those of no project (what applies there); kind: of
 that kind only; include_superseded: superseded memories too (default: current ones only);
 pinned_only: pinned ones only.
 $c$;
-
-grant execute on all functions in schema recall to recall_agent, recall_admin;

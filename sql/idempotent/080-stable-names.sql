@@ -3,9 +3,8 @@
 -- recall.auto_context, each calling the current released version. Releasing a new version
 -- (sql/README.md) moves them here, in one place; the versions live in sql/released/.
 
--- The stable names: today they call v4. Their v3 shapes go first (v4 adds arguments and
--- columns, so create or replace cannot change them); a call by name with v3's arguments finds
--- the v4 shape.
+-- Today they call v4. Their v3 shapes go first (v4 adds arguments and columns, so create or
+-- replace cannot change them); a call by name with v3's arguments finds the v4 shape.
 drop function if exists recall.hybrid_recall(
   text, text, vector, int, int, text, float8, jsonb, text[], timestamptz, timestamptz, float8,
   float8, float8, float8, interval, int, timestamptz, float8);
