@@ -5,9 +5,9 @@
 # as make variables (make index M=16, make explain Q="...") reach Python through the
 # environment, never through the shell's parser: whatever they hold, nothing gets executed.
 
-INDEX_PY := $(BIN)/python -m pyrecall._index
+DBA := $(PYRECALL) dba
 
-# index options, knobs, query: exported to the recipes' environment (read by pyrecall._index)
+# index options, knobs, query: exported to the recipes' environment (read by pyrecall dba ... --env)
 export INDEX SCOPE M EF_CONSTRUCTION NUM_NEIGHBORS SEARCH_LIST_SIZE MAX_ALPHA STORAGE_LAYOUT \
        NUM_BITS_PER_DIMENSION NUM_DIMENSIONS
 export EF_SEARCH ITERATIVE_SCAN MAX_SCAN_TUPLES SCAN_MEM_MULTIPLIER QUERY_SEARCH_LIST_SIZE \
@@ -46,30 +46,30 @@ migrate: $(STAMP)  ## Create or upgrade the recall schema and functions
 	@$(PYRECALL) migrate
 
 index: $(STAMP)  ## Build/refresh vector indexes: INDEX=auto|diskann|hnsw SCOPE=agents|table|both M= EF_CONSTRUCTION= NUM_NEIGHBORS= SEARCH_LIST_SIZE=
-	@$(INDEX_PY) create --env
+	@$(DBA) index --env
 
 index-drop: $(STAMP)  ## Drop every vector index of recall.chunks (concurrently)
-	@$(INDEX_PY) drop
+	@$(DBA) drop
 
 index-info: $(STAMP)  ## The vector indexes: agent, method, options, size, validity, build time
-	@$(INDEX_PY) info
+	@$(DBA) info
 
 tune: $(STAMP)  ## Persist query knobs (ALTER DATABASE; ROLE= for one role): EF_SEARCH= QUERY_SEARCH_LIST_SIZE= QUERY_RESCORE= MAX_SCAN_TUPLES=
 	@if [ -n "$$EF_SEARCH$$ITERATIVE_SCAN$$MAX_SCAN_TUPLES$$SCAN_MEM_MULTIPLIER$$QUERY_SEARCH_LIST_SIZE$$QUERY_RESCORE" ]; then \
-	  $(INDEX_PY) tune --env; fi
-	@$(INDEX_PY) settings
+	  $(DBA) tune --env; fi
+	@$(DBA) settings
 
 explain: $(STAMP)  ## EXPLAIN ANALYZE a hybrid_recall call, nested plans too: Q="text" [AGENT=] [EMBED=chunk|model|none]
-	@$(INDEX_PY) explain
+	@$(DBA) explain
 
 stats: $(STAMP)  ## Table and index sizes, pending embeddings, the largest agents and their vector path
-	@$(INDEX_PY) stats
+	@$(DBA) stats
 
 vacuum: $(STAMP)  ## VACUUM (ANALYZE) the recall tables; FULL=1: rewrite them (exclusive lock)
-	@$(INDEX_PY) vacuum
+	@$(DBA) vacuum
 
 psql: $(STAMP)  ## psql on the database (the embedded server's psql when there is no other)
-	@$(INDEX_PY) psql
+	@$(DBA) psql
 
 bench: $(STAMP)  ## Latency benchmark, pyrecall bench latency: CHUNKS=1000000 AGENTS=1000 [PYRECALL_ADMIN_DSN=]
 	@if $(PYRECALL) bench latency --help >/dev/null 2>&1; then \

@@ -8,16 +8,19 @@ from ._errors import (
     ImportFormatError,
     MigrationError,
     MissingDependencyError,
+    NotFoundError,
     PyrecallError,
     TransientEmbeddingError,
 )
 
 __version__ = "0.1.0"
 
-from .client import AsyncRecall, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
+from ._render import render_context  # noqa: E402
+from .client import AsyncRecall, CuratedMemory, Memory, Recall, RecallResult  # noqa: E402  (after __version__: _migrate reads it)
 
 __all__ = [
     "AsyncRecall",
+    "CuratedMemory",
     "Memory",
     "Recall",
     "RecallResult",
@@ -28,7 +31,9 @@ __all__ = [
     "ImportFormatError",
     "MigrationError",
     "MissingDependencyError",
+    "NotFoundError",
     "PyrecallError",
     "TransientEmbeddingError",
+    "render_context",
     "__version__",
 ]

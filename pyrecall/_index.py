@@ -3,19 +3,17 @@
 Each function is one SQL call (or the statements one SQL call returns), with bound
 parameters. The SQL lives in ``sql/idempotent/030-vector-index.sql``; this module adds what
 SQL cannot do itself: run ``CREATE INDEX CONCURRENTLY`` outside a transaction, watch its
-progress from a second connection, VACUUM, and a small command line that ``mk/dba.mk`` calls:
+progress from a second connection, VACUUM. The command line is ``pyrecall dba ...``
+(pyrecall/_dba_cli.py), which ``mk/dba.mk`` calls:
 
-    python -m pyrecall._index create --method hnsw --option m=16 --option ef_construction=64
-    python -m pyrecall._index info
+    pyrecall dba index --method hnsw --option m=16 --option ef_construction=64
+    pyrecall dba info
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +23,6 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from . import _db
 from ._errors import ConfigError, DatabaseError
 
 Progress = Callable[[dict], None]
@@ -277,172 +274,3 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-# ----------------------------------------------------------------- command line (mk/dba.mk)
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pyrecall._index", description=__doc__.splitlines()[0])
-    ap.add_argument("--dsn", default=None, help="PostgreSQL URL (default: $PYRECALL_DSN, else the embedded server)")
-    ap.add_argument("--json", action="store_true", help="print JSON")
-    sub = ap.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("create", help="build or refresh the vector indexes (concurrently)")
-    p.add_argument("--method", default=None, help="auto | diskann | hnsw (default: as last built, else auto)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an index option, e.g. m=16 (repeatable)")
-    p.add_argument("--scope", default=None, help="agents | table | both (default: as last built, else agents)")
-    p.add_argument("--not-concurrently", action="store_true", help="plain CREATE INDEX (locks writes)")
-    p.add_argument("--dry-run", action="store_true", help="print the statements, run nothing")
-    p.add_argument("--env", action="store_true",
-                   help="take INDEX, SCOPE and the options (M, EF_CONSTRUCTION, ...) from the environment")
-    sub.add_parser("drop", help="drop every ANN index of recall.chunks (concurrently)")
-    sub.add_parser("info", help="the ANN indexes: method, options, size, validity, build time")
-    sub.add_parser("progress", help="index builds running now")
-    p = sub.add_parser("tune", help="persist query-time knobs with ALTER DATABASE/ROLE ... SET")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="e.g. hnsw.ef_search=200; an empty value resets (repeatable)")
-    p.add_argument("--role", default=None, help="set for this role in this database only")
-    p.add_argument("--env", action="store_true",
-                   help="take EF_SEARCH, QUERY_SEARCH_LIST_SIZE, ... and ROLE from the environment")
-    sub.add_parser("settings", help="the query-time knobs and their defaults here")
-    p = sub.add_parser("stats", help="table and index sizes, pending embeddings, per-agent counts")
-    p.add_argument("--agents", type=int, default=20, help="how many agents to list (largest first)")
-    p = sub.add_parser("vacuum", help="VACUUM (ANALYZE) the recall tables")
-    p.add_argument("--full", action="store_true", help="VACUUM FULL (rewrites; exclusive lock)")
-    p = sub.add_parser("explain", help="EXPLAIN ANALYZE of a hybrid_recall call, nested plans included")
-    p.add_argument("query", nargs="?", default=None, help="the query text (default: $Q)")
-    p.add_argument("--agent", default=None, help="agent id (default: $AGENT, else the largest agent)")
-    p.add_argument("--embedding", default=None, help="chunk | model | none (default: $EMBED, else chunk)")
-    p.add_argument("--k", type=int, default=10)
-    p = sub.add_parser("psql", help="run psql on the database (arguments after -- go to psql)")
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    args = ap.parse_args(argv)
-
-    try:
-        return _run(args)
-    except (psycopg.Error, ConfigError, DatabaseError) as exc:
-        _say(f"Error: {str(exc).strip()}")
-        return 1
-
-
-def _run(args) -> int:
-    if args.command == "psql":
-        cmd = psql_command(_db.resolve_dsn(args.dsn), [a for a in args.args if a != "--"])
-        os.execv(cmd[0], cmd)
-    with _db.connect(args.dsn) as conn:
-        if args.command == "create":
-            return _create(conn, args)
-        if args.command == "drop":
-            for stmt in drop_index(conn):
-                _say(stmt)
-            return 0
-        if args.command == "info":
-            return _show(args, index_info(conn), ["index_name", "agent_id", "method", "options", "valid",
-                                                  "size", "index_rows", "scans", "build_seconds"])
-        if args.command == "progress":
-            return _show(args, build_progress(conn))
-        if args.command == "tune":
-            return _tune(conn, args)
-        if args.command == "settings":
-            return _show(args, search_settings(conn))
-        if args.command == "stats":
-            report = stats(conn, agents=args.agents)
-            if args.json:
-                print(json.dumps(report, default=str, indent=2))
-            else:
-                print(_table(report["relations"]), "\n")
-                print(_table([report["embeddings"]]), "\n")
-                print(_table(report["agents"]))
-            return 0
-        if args.command == "vacuum":
-            full = args.full or (_env("FULL") or "").lower() in ("1", "yes", "true", "on")
-            for table, seconds in vacuum(conn, full=full):
-                print(f"vacuum {'full, ' if full else ''}analyze {table}: {seconds:.2f} s")
-            return 0
-        if args.command == "explain":
-            query = args.query or _env("Q")
-            if not query:
-                raise ConfigError('give the query text: make explain Q="how did we deploy?"')
-            print(explain(conn, query, agent_id=args.agent or _env("AGENT"),
-                          embedding=args.embedding or _env("EMBED") or "chunk", k=args.k))
-            return 0
-    return 2
-
-
-def _create(conn, args) -> int:
-    method, scope = args.method, args.scope
-    options: dict[str, str] = {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"an option is KEY=VALUE, got {item!r}")
-        options[key.strip()] = value.strip()
-    if args.env:
-        method = method or _env("INDEX")
-        scope = scope or _env("SCOPE")
-        for var, key in MAKE_OPTIONS.items():
-            if _env(var) is not None:
-                options[key] = _env(var)
-    concurrently = not args.not_concurrently
-    if args.dry_run:
-        for stmt in index_ddl(conn, method, options or None, scope, concurrently=concurrently):
-            print(stmt + ";")
-        return 0
-
-    def report(row):
-        pct = "" if row["percent"] is None else f" {row['percent']}%"
-        _say(f"  {row['index_name']}: {row['phase']}{pct} "
-             f"({row['tuples_done']} tuples in, {row['elapsed']})")
-
-    t0 = time.perf_counter()
-    statements = create_index(conn, method, options or None, scope, concurrently=concurrently,
-                              progress=report)
-    built = [s for s in statements if s.startswith("create index")]
-    for stmt in statements:
-        if not stmt.startswith("select recall._vector_index_build"):
-            _say(stmt)
-    _say(f"{len(built)} index(es) built in {time.perf_counter() - t0:.1f} s")
-    return _show(args, index_info(conn), ["index_name", "agent_id", "method", "options", "valid",
-                                          "size", "index_rows", "build_seconds"])
-
-
-def _tune(conn, args) -> int:
-    settings: dict[str, object] = {}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"a setting is NAME=VALUE, got {item!r}")
-        settings[name.strip()] = value.strip() or None
-    role = args.role
-    if args.env:
-        role = role or _env("ROLE")
-        for var, name in MAKE_KNOBS.items():
-            if _env(var) is not None:
-                settings[name] = None if _env(var) in ("default", "reset") else _env(var)
-    if not settings:
-        raise ConfigError("nothing to set: e.g. make tune EF_SEARCH=200 (or QUERY_SEARCH_LIST_SIZE=, "
-                          "QUERY_RESCORE=, MAX_SCAN_TUPLES=, ITERATIVE_SCAN=; a value 'default' resets)")
-    for stmt in tune(conn, settings, role=role):
-        _say(stmt)
-    _say("new sessions use these values")
-    return 0
-
-
-def _show(args, rows: list[dict], columns: list[str] | None = None) -> int:
-    if args.json:
-        print(json.dumps(rows, default=str, indent=2))
-    else:
-        print(_table(rows, columns))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,10 @@
   recorded in ``recall.migrations`` with a SHA-256 of the file. A recorded file whose text has
   changed since is refused: released migrations never change.
 - ``sql/idempotent/NNN-name.sql`` (``create or replace function ...``) run at every migrate,
-  together in one transaction, after the incremental ones.
+  together in one transaction, after the incremental ones. The released versions,
+  ``sql/released/shared.sql`` then ``v1.sql``, ``v2.sql``, ... (frozen: their SHA-256 is pinned
+  in ``sql/frozen.txt``), run in the same transaction after the idempotent files numbered below
+  ``RELEASED_BEFORE`` (the helpers they call) and before the others (the stable names, grants).
 - Everything runs under one advisory lock, so two migrators at once are safe: the second waits
   and then finds nothing to do.
 - The embedding dimension is chosen at first install (``dim``, default 384) and recorded in
@@ -65,10 +68,27 @@ def sql_dir() -> Path:
     raise MigrationError("the sql/ folder is missing from this installation of pyrecall")
 
 
+RELEASED_BEFORE = "050"
+
+
+def _release_key(path: Path) -> tuple[int, int]:
+    """shared.sql first, then v1, v2, ..., v10 in number order."""
+    stem = path.stem
+    return (0, 0) if stem == "shared" else (1, int(stem[1:]) if stem[1:].isdigit() else 10**6)
+
+
 def sql_files(kind: str) -> list[SqlFile]:
-    """The files of ``sql/<kind>/`` (``incremental`` or ``idempotent``) in name order."""
+    """The files of ``sql/<kind>/`` (``incremental``, ``released`` or ``idempotent``) in the
+    order they run. ``idempotent`` includes the released files at their place (see above)."""
     folder = sql_dir() / kind
-    return [SqlFile(p.stem, p, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+    if kind == "released":
+        paths = sorted(folder.glob("*.sql"), key=_release_key)
+        return [SqlFile(f"released/{p.stem}", p, p.read_text()) for p in paths]
+    files = [SqlFile(p.stem, p, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+    if kind != "idempotent":
+        return files
+    before = [f for f in files if f.name < RELEASED_BEFORE]
+    return before + sql_files("released") + [f for f in files if f.name >= RELEASED_BEFORE]
 
 
 def _bootstrap(conn: psycopg.Connection) -> None:

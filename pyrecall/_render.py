@@ -26,9 +26,10 @@ import psycopg
 from .client import Memory, RecallResult
 
 FORMATS = ("table", "json", "context", "markdown")
-SECTIONS = {"recent": "Recent", "related": "Related", "failures": "Failures to avoid"}
+SECTIONS = {"pinned": "Pinned", "recent": "Recent", "related": "Related",
+            "failures": "Failures to avoid"}
 KIND_LABELS = {"turn_pair": "conversation", "window": "chat", "thinking": "reasoning", "tool": "tool",
-               "code": "code", "message": "message", "summary": "summary"}
+               "code": "code", "message": "message", "summary": "summary", "memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -52,27 +53,45 @@ def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInf
     return {r[0]: SessionInfo(*r) for r in rows}
 
 
+# turns: a conversation's turns start at the user's text messages (as the chunker pairs them);
+# in a chat between people (chunking = window) every text message is one. span: first to last
+# message, in seconds.
 SESSIONS_SQL = """
-select s.session_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
-       (select count(*) from recall.messages m where m.session_id = s.session_id) as messages,
+select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
+       s.started_at, s.ended_at,
+       m.messages, m.turns,
+       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
+                          - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
        (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
          where c.session_id = s.session_id and c.embedding is null) as pending,
        s.summary
-from recall.sessions s
-where s.agent_id = %(agent)s
-  and (%(project)s::text is null or s.project = %(project)s)
-  and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+from (select * from recall.sessions s
+      where s.agent_id = %(agent)s
+        and (%(project)s::text is null or s.project = %(project)s)
+        and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
+        and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+      order by coalesce(s.ended_at, s.started_at) desc, s.session_id
+      limit %(limit)s) s
+cross join lateral (
+  select count(*) as messages,
+         count(*) filter (where x.kind = 'text'
+                            and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
+         min(x.created_at) as first_at, max(x.created_at) as last_at
+  from recall.messages x
+  where x.session_id = s.session_id) m
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
-limit %(limit)s
 """
 
 
 def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
-                  since: datetime | None = None, limit: int = 50) -> list[dict]:
-    """The agent's sessions, newest first, with their message, chunk and pending counts."""
+                  since: datetime | None = None, limit: int = 50,
+                  source_agent: str | None = None) -> list[dict]:
+    """The agent's sessions, newest first, with their message, turn, chunk and pending
+    counts and their time span (first to last message, in seconds); ``source_agent``: only
+    the sessions that agent wrote (claude-code, codex, gemini)."""
     cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
-                                      "limit": limit})
+                                      "limit": limit, "source_agent": source_agent})
     names = [d.name for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
@@ -142,10 +161,13 @@ def memory_dict(m: Memory, info: SessionInfo | None = None) -> dict[str, Any]:
     }
     if section_of(m):
         d["section"] = m.section
-    if isinstance(m.section, int):  # session_recall: the rank of the row's session
-        d["session_rank"] = m.section
-    if info is not None:
-        d["session_title"] = info.title
+    if m.session_rank is not None:  # session_recall: the rank of the row's session
+        d["session_rank"] = m.session_rank
+    d.update(memory_id=m.memory_id, agent_id=m.agent_id, role=m.role)
+    if m.memory_id is not None:
+        d["memory_kind"] = m.memory_kind
+    if m.session_title is not None or info is not None:
+        d["session_title"] = m.session_title if m.session_title is not None else info.title
     if m.metadata and m.metadata.get("permalink"):
         d["permalink"] = m.metadata["permalink"]
     return d
@@ -169,6 +191,9 @@ def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
     """``date · kind · "session title" (channel; author; project, branch)``; the project and
     branch are left out where they are the scope the whole answer is about."""
     parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
+    if m.memory_id is not None:   # a curated memory: its kind and id (to correct or forget it)
+        parts[1] = f"{m.memory_kind or 'memory'} #{m.memory_id}"
+        show_session = False
     if not show_session:
         pass
     elif info and info.title:
@@ -223,7 +248,7 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
     elif by_session:
         # sessions in session_recall's order (session_rank), else by their best row
         order: list[str] = []
-        for m in sorted(result.memories, key=lambda m: m.section if isinstance(m.section, int) else 0):
+        for m in sorted(result.memories, key=lambda m: m.session_rank or 0):
             if m.session_id not in order:
                 order.append(m.session_id)
         for sid in order:
@@ -236,6 +261,26 @@ def to_context(result: RecallResult, *, infos: dict[str, SessionInfo], auto: boo
     else:
         out.extend(_item(m, infos.get(m.session_id), scope=scope) for m in result.memories)
     return "\n".join(out) + "\n"
+
+
+def render_context(result: RecallResult, *, heading: str = "## Relevant memory",
+                   by_session: bool = False, scope: dict | None = None) -> str:
+    """A recall result as the Markdown block for a system prompt (what ``pyrecall recall
+    --format context`` prints): sections Pinned / Recent / Related / Failures to avoid for an
+    auto_context result, a sub-heading per session with ``by_session``, else one list in score
+    order; each item labelled with its date, kind (a memory: ``fact #ID``) and session title.
+    Empty when there is nothing to say. Needs no database: the rows carry their session titles.
+
+    >>> prompt = render_context(memory.auto_context("aria", project="shop", task="deploy"))
+    """
+    infos = {}
+    for m in result.memories:
+        meta = m.metadata or {}
+        infos.setdefault(m.session_id, SessionInfo(m.session_id, m.session_title,
+                                                   meta.get("project"), meta.get("branch"), None))
+    auto = any(section_of(m) for m in result.memories)
+    return to_context(result, infos=infos, auto=auto, by_session=by_session and not auto,
+                      scope=scope, heading=heading)
 
 
 def _failure_items(rows: list[Memory], infos: dict[str, SessionInfo],
@@ -315,6 +360,24 @@ def print_table(console, result: RecallResult, *, infos: dict[str, SessionInfo],
 
 
 # ---------------------------------------------------------------- helpers
+
+def span_text(seconds: float | None) -> str:
+    """A session's length, short: ``45s``, ``12m``, ``3h05``, ``2d4h``.
+
+    >>> [span_text(x) for x in (0, 45, 720, 3 * 3600 + 300, 2 * 86400 + 4 * 3600 + 1)]
+    ['0s', '45s', '12m', '3h05', '2d4h']
+    """
+    if seconds is None:
+        return ""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
 
 def _one_line(text: str, width: int) -> str:
     text = re.sub(r"\s+", " ", text).strip()

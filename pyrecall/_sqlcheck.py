@@ -5,7 +5,13 @@
 2. A run-once migration contains no destructive statement (drop, truncate, delete, alter ...
    drop) unless the file carries the marker ``-- pyrecall: destructive``.
 3. Released things are frozen: ``sql/frozen.txt`` pins the SHA-256 of each released migration
-   file and of each released function version (``recall.hybrid_recall_v1``, ...).
+   file, of each file of ``sql/released/`` (``v1.sql``, ..., ``shared.sql``) and of each released
+   function version (``recall.hybrid_recall_v1``, ...).
+4. A released version's whole call chain is frozen with it: every ``recall.*`` function a
+   function of ``sql/released/vN.sql`` calls (directly or through the functions it calls) is
+   defined in that file, in an older release, in ``shared.sql``, or named in
+   ``sql/released/shared.txt`` with the reason it may live outside (e.g. a contract that tests
+   hold, like the vector arm's exact top n).
 
 sqlglot only reads here: the SQL that runs is always the original text.
 
@@ -31,6 +37,8 @@ from ._migrate import sql_dir
 DESTRUCTIVE_MARKER = "-- pyrecall: destructive"
 VERSIONED_FUNCTION = re.compile(
     r"create\s+(?:or\s+replace\s+)?function\s+(recall\.\w+_v\d+)\s*\(", re.IGNORECASE)
+ANY_FUNCTION = re.compile(r"create\s+(?:or\s+replace\s+)?function\s+recall\.(\w+)\s*\(", re.IGNORECASE)
+CALL = re.compile(r"\brecall\.(\w+)\s*\(", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,9 @@ def frozen_items(root: Path) -> dict[str, str]:
     items = {}
     for f in sorted((root / "incremental").glob("*.sql")):
         items[f"incremental/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
-    for f in sorted((root / "idempotent").glob("*.sql")):
+    for f in _released_files(root):
+        items[f"released/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    for f in [*sorted((root / "idempotent").glob("*.sql")), *_released_files(root)]:
         for stmt in split(f.read_text()):
             m = VERSIONED_FUNCTION.match(stmt.text)
             if m:
@@ -128,12 +138,81 @@ def check_frozen(root: Path) -> list[str]:
     return problems
 
 
+def _released_files(root: Path) -> list[Path]:
+    """shared.sql, then v1.sql, v2.sql, ... in release order."""
+    def key(p: Path):
+        return (0, 0) if p.stem == "shared" else (1, int(p.stem[1:]) if p.stem[1:].isdigit() else 10**6)
+    folder = root / "released"
+    return sorted(folder.glob("*.sql"), key=key) if folder.is_dir() else []
+
+
+def _definitions(path: Path) -> dict[str, str]:
+    """name -> the text of its CREATE FUNCTION statement(s) (lower-case names, recall schema)."""
+    out: dict[str, str] = {}
+    for stmt in split(path.read_text()):
+        m = ANY_FUNCTION.match(stmt.text)
+        if m:
+            out[m.group(1).lower()] = out.get(m.group(1).lower(), "") + stmt.text
+    return out
+
+
+def _calls(text: str) -> set[str]:
+    body = "\n".join(line.split("--", 1)[0] for line in text.splitlines())  # comments aside
+    return {m.group(1).lower() for m in CALL.finditer(body)}
+
+
+def read_shared_list(root: Path) -> dict[str, str]:
+    """sql/released/shared.txt: ``name  reason`` per line, # comments."""
+    path = root / "released" / "shared.txt"
+    out = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                name, _, reason = line.strip().partition(" ")
+                out[name.removeprefix("recall.").lower()] = reason.strip()
+    return out
+
+
+def check_call_chains(root: Path) -> list[str]:
+    """Every function a released version reaches is frozen with it (rule 4)."""
+    files = _released_files(root)
+    shared_list = read_shared_list(root)
+    problems = [f"{root}/released/shared.txt: {name} has no reason" for name, why in shared_list.items()
+                if not why]
+    defs = {f.stem: _definitions(f) for f in files}
+    shared = defs.get("shared", {})
+    older: dict[str, str] = {}  # name -> release file stem, for the releases seen so far
+    for f in files:
+        mine = defs[f.stem]
+        allowed = {**{n: "shared" for n in shared}, **older, **{n: f.stem for n in mine}}
+        for name, text in mine.items():
+            seen, todo = set(), [(name, text)]
+            while todo:
+                caller, body = todo.pop()
+                for callee in sorted(_calls(body) - {caller}):
+                    if callee in seen:
+                        continue
+                    seen.add(callee)
+                    if callee in shared_list:
+                        continue
+                    if callee not in allowed:
+                        problems.append(f"{f}: recall.{name} reaches recall.{callee} (from recall.{caller}), "
+                                        "which is neither in this release, an older one, shared.sql nor "
+                                        "sql/released/shared.txt")
+                        continue
+                    where = allowed[callee]
+                    todo.append((callee, defs[where][callee]))
+        if f.stem != "shared":
+            older.update({n: f.stem for n in mine})
+    return problems
+
+
 def check(root: Path | None = None) -> list[str]:
     root = root or sql_dir()
     problems = []
     for f in sorted(root.rglob("*.sql")):
         problems += check_file(f, migration=f.parent.name == "incremental")
-    return problems + check_frozen(root)
+    return problems + check_frozen(root) + check_call_chains(root)
 
 
 def freeze(root: Path | None = None) -> list[str]:

@@ -5,8 +5,9 @@ size, mtime, the byte offset up to which whole lines were consumed, and a SHA-25
 bytes (up to 64 KiB of what was consumed). At the next run a file is
 
 - *unchanged* (same size and mtime): not opened at all;
-- *appended* (bigger, same first bytes): line formats (Claude Code, JSONL) are read from the
-  remembered offset only; documents (OpenAI chat, Discord) are read whole;
+- *appended* (bigger, same first bytes): line formats (Claude Code, Codex, Gemini CLI, JSONL) are read
+  from the remembered offset only; documents (OpenAI chat, Discord, older Gemini CLI chats)
+  are read whole;
 - *rewritten* (shorter than what was consumed, or other first bytes): read from the start.
 
 A file's messages and its ``source_files`` row are written in one transaction, so a run killed
@@ -38,14 +39,18 @@ from .importers._detect import SUFFIXES
 from .importers._records import Problem
 
 HEAD_BYTES = 64 * 1024
-LINE_FORMATS = ("claude_code", "jsonl")  # resumable at a byte offset
+LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
 FOLDER = "folder"                         # source_files.format of a remembered root folder
 UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes)
 
 
-def default_root() -> Path:
-    """Where Claude Code keeps its transcripts."""
-    return Path("~/.claude/projects").expanduser()
+# where each coding agent keeps its sessions: Claude Code, Codex CLI, Gemini CLI
+DEFAULT_ROOTS = ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp")
+
+
+def default_roots() -> list[Path]:
+    """Where Claude Code, Codex CLI and Gemini CLI keep their sessions (existing or not)."""
+    return [Path(p).expanduser() for p in DEFAULT_ROOTS]
 
 
 @dataclass
@@ -147,8 +152,9 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
          on_start: Callable[[int], None] | None = None) -> SyncReport:
     """Pick up what changed since the last run: new files, appended lines, rewritten files.
 
-    Without ``paths``: the folders and files indexed before by this agent, or else
-    ``~/.claude/projects``. Remembered files that are gone are forgotten (their memories stay).
+    Without ``paths``: the folders and files indexed before by this agent, or else those of
+    :func:`default_roots` that exist (``~/.claude/projects``, ``~/.codex/sessions``,
+    ``~/.gemini/tmp``). Remembered files that are gone are forgotten (their memories stay).
 
     >>> sync(conn, agent_id="claude-code").count("appended")  # doctest: +SKIP
     1
@@ -158,11 +164,11 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
         return index(conn, paths, agent_id=agent_id, progress=progress, on_start=on_start)
     roots = sync_roots(conn, agent_id)
     if not roots:
-        root = default_root()
-        if not root.is_dir():
+        roots = [r for r in default_roots() if r.is_dir()]
+        if not roots:
             raise ConfigError(f"nothing to sync for agent {agent_id!r}: nothing was indexed "
-                              f"before and {root} does not exist; run `pyrecall index PATH` first")
-        roots = [root]
+                              f"before and none of {', '.join(DEFAULT_ROOTS)} exists; "
+                              "run `pyrecall index PATH` first")
     present = [r for r in roots if r.exists()]
     report = _run(conn, present, agent_id=agent_id, full=False, progress=progress,
                   on_start=on_start)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,13 @@ from pgvector.psycopg import register_vector, register_vector_async
 
 from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
-from ._errors import ConfigError, EmbeddingError, MissingDependencyError, PyrecallError
+from ._errors import (
+    ConfigError,
+    EmbeddingError,
+    MissingDependencyError,
+    NotFoundError,
+    PyrecallError,
+)
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
 
@@ -45,7 +51,37 @@ class Memory:
     cumulative_tokens: int
     metadata: dict
     message_ids: list[int]
-    section: str | None = None   # auto_context only: recent | related | failures
+    section: str | None = None   # auto_context only: pinned | recent | related | failures
+    memory_id: int | None = None      # a curated memory's id (= chunk_id); None for transcripts
+    agent_id: str | None = None
+    session_title: str | None = None
+    role: str | None = None           # the roles of the chunk's messages: "user+assistant"
+    memory_kind: str | None = None    # note | fact | decision | preference (memories only)
+    session_rank: int | None = None   # session_recall only
+    session_score: float | None = None
+
+
+@dataclass(frozen=True)
+class CuratedMemory:
+    """One memory an agent chose to keep (``Recall.memories``)."""
+
+    memory_id: int
+    kind: str                     # note | fact | decision | preference
+    content: str
+    importance: float
+    pinned: bool
+    metadata: dict
+    created_at: datetime
+    valid_from: datetime
+    valid_until: datetime | None  # None while current; set when a newer memory superseded it
+    supersedes: int | None
+    superseded_by: int | None
+    embedded: bool
+    n_tokens: int
+
+    @property
+    def project(self) -> str | None:
+        return self.metadata.get("project")
 
 
 @dataclass
@@ -89,7 +125,8 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
             "kinds": [_text(x) for x in kinds] if kinds is not None else None,
             "since": since, "until": until}
     allowed = {"min_similarity", "vector_weight", "text_weight", "recency_weight",
-               "importance_weight", "half_life", "candidates", "as_of", "dedup_similarity"}
+               "importance_weight", "half_life", "candidates", "as_of", "dedup_similarity",
+               "turns_per_session"}
     unknown = set(options) - allowed
     if unknown:
         raise ConfigError(f"unknown recall option(s): {', '.join(sorted(unknown))}")
@@ -105,12 +142,30 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
 # parameters sent with their SQL type: a Python int too large for int4 would otherwise go as
 # int8 and find no function ("function ... does not exist") instead of "integer out of range"
 CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "int",
-         "filter": "jsonb"}
+         "filter": "jsonb", "turns_per_session": "int", "metadata": "jsonb", "memory_id": "bigint",
+         "supersedes": "bigint", "max_rows": "int", "importance": "float8"}
 
 
 def _call(function: str, args: dict) -> str:
     names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
     return f"select * from recall.{function}({names})"
+
+
+def _call_scalar(function: str, args: dict) -> str:
+    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
+    return f"select recall.{function}({names})"
+
+
+def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude_session_id,
+               all_projects, as_of) -> dict:
+    args = {"agent_id": _text(agent_id), "project": _text(project), "branch": _text(branch),
+            "task_text": _text(task), "task_embedding": embedding, "token_budget": token_budget,
+            "exclude_session_id": _text(exclude_session_id)}
+    if all_projects:
+        args["all_projects"] = True
+    if as_of is not None:
+        args["as_of"] = as_of
+    return args
 
 
 def _usable(vector) -> np.ndarray | None:
@@ -121,9 +176,50 @@ def _usable(vector) -> np.ndarray | None:
         return v if v.ndim == 1 and np.isfinite(v).all() and v.any() else None
 
 
-def _memories(rows) -> list[Memory]:
-    return [Memory(*row[: len(COLUMNS)]) if len(row) == len(COLUMNS)
-            else Memory(*row[: len(COLUMNS)], section=row[len(COLUMNS)]) for row in rows]
+_MEMORY_FIELDS = {f.name for f in fields(Memory)}
+
+
+@dataclass
+class _Fetched:
+    """Rows already fetched (async), with their cursor's description, for _memories."""
+
+    description: list
+    rows: list
+
+    def fetchall(self):
+        return self.rows
+
+
+def _memories(cur) -> list[Memory]:
+    """The rows of a recall function as Memory objects, by column name (v3 and v4 shapes)."""
+    names = [d.name for d in cur.description]
+    keep = [(i, n) for i, n in enumerate(names) if n in _MEMORY_FIELDS]
+    return [Memory(**{n: row[i] for i, n in keep}) for row in cur.fetchall()]
+
+
+def _not_found(exc: psycopg.errors.NoDataFound) -> NotFoundError:
+    return NotFoundError(exc.diag.message_primary or str(exc).strip())
+
+
+def _remember_args(agent_id: str, content: str, kind: str, importance: float | None,
+                   metadata: dict | None, project: str | None, supersedes: int | None,
+                   pin: bool) -> dict:
+    args = {"agent_id": _text(agent_id), "content": _text(content), "kind": _text(kind),
+            "metadata": _ingest.clean_json(metadata) if metadata is not None else None,
+            "project": _text(project), "supersedes": supersedes, "pinned": bool(pin)}
+    if importance is not None:
+        args["importance"] = importance
+    return {k: v for k, v in args.items() if v is not None}
+
+
+MEMORIES_SQL = ("select * from recall.memories(agent_id => %(agent_id)s, project => %(project)s, "
+                "kind => %(kind)s, include_superseded => %(include_superseded)s, "
+                "pinned_only => %(pinned_only)s, max_rows => %(max_rows)s::int)")
+
+
+def _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only) -> dict:
+    return {"agent_id": _text(agent_id), "project": _text(project), "kind": _text(kind),
+            "include_superseded": include_superseded, "pinned_only": pinned_only, "max_rows": limit}
 
 
 class Recall:
@@ -222,8 +318,8 @@ class Recall:
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
-        rows = self.conn.execute(_call("hybrid_recall", args), args).fetchall()
-        return RecallResult(query, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
+        cur = self.conn.execute(_call("hybrid_recall", args), args)
+        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
 
     def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
@@ -235,19 +331,76 @@ class Recall:
         if sessions is not None:
             args["n_sessions"] = sessions
         args.update(options)
-        rows = self.conn.execute(_call("session_recall", args), args).fetchall()
-        return RecallResult(query, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
+        cur = self.conn.execute(_call("session_recall", args), args)
+        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
                      task: str | None = None, token_budget: int = 4000,
-                     exclude_session_id: str | None = None) -> RecallResult:
-        """The session-start context: recent work, what relates to the task, failures to avoid."""
+                     exclude_session_id: str | None = None, all_projects: bool = False,
+                     as_of: datetime | None = None) -> RecallResult:
+        """The session-start context: pinned memories, recent work, what relates to the task
+        (in the project; agent-wide with ``all_projects``), failures to avoid."""
         embedding, note = self._query_embedding(task)
-        args = {"agent_id": _text(agent_id), "project": _text(project), "branch": _text(branch),
-                "task_text": _text(task), "task_embedding": embedding, "token_budget": token_budget,
-                "exclude_session_id": _text(exclude_session_id)}
-        rows = self.conn.execute(_call("auto_context", args), args).fetchall()
-        return RecallResult(task, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
+        args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
+                          exclude_session_id, all_projects, as_of)
+        cur = self.conn.execute(_call("auto_context", args), args)
+        return RecallResult(task, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+
+    # -- curated memories
+    def _memory_embedding(self, content: str):
+        """The content's vector and model now, or (None, None): the worker embeds it later."""
+        try:
+            vector = _usable(self.embedder.embed([_text(content)])[0])
+        except (EmbeddingError, ImportError, OSError, ConfigError) as exc:
+            log.warning("memory not embedded now (the worker will): %s", exc)
+            return None, None
+        return (vector, self.embedder.model) if vector is not None else (None, None)
+
+    def remember(self, agent_id: str, content: str, *, kind: str = "note",
+                 importance: float | None = None, metadata: dict | None = None,
+                 project: str | None = None, supersedes: int | None = None, pin: bool = False,
+                 embed: bool = True) -> int:
+        """Store a curated memory (recall.remember) and return its id. ``supersedes``: the id
+        of the memory it replaces (kept, valid until now). Findable by keywords at once and,
+        with ``embed`` (the configured model, now; else the worker, later), by meaning.
+
+        >>> mid = r.remember("aria", "Deploys go through ArgoCD, not kubectl", kind="fact")
+        >>> r.remember("aria", "Deploys go through Flux", kind="fact", supersedes=mid)
+        """
+        args = _remember_args(agent_id, content, kind, importance, metadata, project, supersedes, pin)
+        if embed and content and content.strip():
+            vector, model = self._memory_embedding(content)
+            if vector is not None:
+                args.update(embedding=vector, embedding_model=model)
+        try:
+            return self.conn.execute(_call_scalar("remember", args), args).fetchone()[0]
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    def forget_memory(self, agent_id: str, memory_id: int) -> int:
+        """Delete one memory of the agent (recall.forget_memory); NotFoundError when it is
+        unknown or another agent's."""
+        args = {"agent_id": _text(agent_id), "memory_id": memory_id}
+        try:
+            return self.conn.execute(_call_scalar("forget_memory", args), args).fetchone()[0]
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
+        """Pin (or, with ``pinned=False``, unpin) a memory: pinned ones open auto_context."""
+        args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
+        try:
+            self.conn.execute(_call_scalar("pin_memory", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    def memories(self, agent_id: str, *, project: str | None = None, kind: str | None = None,
+                 limit: int = 50, include_superseded: bool = False,
+                 pinned_only: bool = False) -> list[CuratedMemory]:
+        """The agent's memories, newest first (recall.memories); with ``project``, those of
+        the project and of no project."""
+        args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
+        return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
 
     # -- forget
     def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
@@ -346,4 +499,64 @@ class AsyncRecall:
                      kinds, since, until, options)
         cur = await self.conn.execute(_call("hybrid_recall", args), args)
         rows = await cur.fetchall()
-        return RecallResult(query, _memories(rows), "hybrid" if embedding is not None else "keyword", note)
+        return RecallResult(query, _memories(_Fetched(cur.description, rows)),
+                            "hybrid" if embedding is not None else "keyword", note)
+
+    async def auto_context(self, agent_id: str, *, project: str | None = None,
+                           branch: str | None = None, task: str | None = None,
+                           token_budget: int = 4000, exclude_session_id: str | None = None,
+                           all_projects: bool = False, as_of: datetime | None = None) -> RecallResult:
+        """See :meth:`Recall.auto_context`."""
+        embedding, note = await self._query_embedding(task)
+        args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
+                          exclude_session_id, all_projects, as_of)
+        cur = await self.conn.execute(_call("auto_context", args), args)
+        rows = await cur.fetchall()
+        return RecallResult(task, _memories(_Fetched(cur.description, rows)),
+                            "hybrid" if embedding is not None else "keyword", note)
+
+    # -- curated memories
+    async def remember(self, agent_id: str, content: str, *, kind: str = "note",
+                       importance: float | None = None, metadata: dict | None = None,
+                       project: str | None = None, supersedes: int | None = None,
+                       pin: bool = False, embed: bool = True) -> int:
+        """See :meth:`Recall.remember`."""
+        args = _remember_args(agent_id, content, kind, importance, metadata, project, supersedes, pin)
+        if embed and content and content.strip():
+            try:
+                vector = _usable((await self.embedder.aembed([_text(content)]))[0])
+            except (EmbeddingError, ImportError, OSError, ConfigError) as exc:
+                log.warning("memory not embedded now (the worker will): %s", exc)
+                vector = None
+            if vector is not None:
+                args.update(embedding=vector, embedding_model=self.embedder.model)
+        try:
+            cur = await self.conn.execute(_call_scalar("remember", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        return (await cur.fetchone())[0]
+
+    async def forget_memory(self, agent_id: str, memory_id: int) -> int:
+        """See :meth:`Recall.forget_memory`."""
+        args = {"agent_id": _text(agent_id), "memory_id": memory_id}
+        try:
+            cur = await self.conn.execute(_call_scalar("forget_memory", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        return (await cur.fetchone())[0]
+
+    async def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
+        """See :meth:`Recall.pin_memory`."""
+        args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
+        try:
+            await self.conn.execute(_call_scalar("pin_memory", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    async def memories(self, agent_id: str, *, project: str | None = None, kind: str | None = None,
+                       limit: int = 50, include_superseded: bool = False,
+                       pinned_only: bool = False) -> list[CuratedMemory]:
+        """See :meth:`Recall.memories`."""
+        args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
+        cur = await self.conn.execute(MEMORIES_SQL, args)
+        return [CuratedMemory(*row) for row in await cur.fetchall()]

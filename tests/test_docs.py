@@ -67,9 +67,9 @@ def test_help_options_everywhere():
 
 
 def test_readme_gives_the_default_weights_of_hybrid_recall():
-    """The README's scoring formula quotes the defaults of recall.hybrid_recall_v2 (the stable name's)."""
-    sql = (DOC.parent.parent / "sql" / "idempotent" / "020-hybrid-recall.sql").read_text()
-    signature = sql[sql.index("create or replace function recall.hybrid_recall_v2("):]
+    """The README's scoring formula quotes the defaults of the stable recall.hybrid_recall."""
+    sql = (DOC.parent.parent / "sql" / "idempotent" / "080-stable-names.sql").read_text()
+    signature = sql[sql.index("create or replace function recall.hybrid_recall("):]
     defaults = {name: re.search(rf"\b{name}\s+\w+\s+default ([0-9.]+)", signature).group(1)
                 for name in ("vector_weight", "text_weight", "recency_weight", "importance_weight")}
     readme = (DOC.parent.parent / "README.md").read_text()

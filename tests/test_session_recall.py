@@ -68,9 +68,9 @@ def test_hybrid_recall_alone_answers_from_the_wrong_session(recall):
 def test_session_recall_picks_the_session_then_the_answer(recall):
     result = recall.session_recall("ops", QUERY, k=3, sessions=2, as_of=AS_OF)
 
-    assert {m.session_id for m in result if m.section == 1} == {"pg-upgrade"}
+    assert {m.session_id for m in result if m.session_rank == 1} == {"pg-upgrade"}
     answer = [m for m in result if "pg_upgrade hung waiting for the old server to stop" in m.content]
-    assert len(answer) == 1 and answer[0].section == 1
+    assert len(answer) == 1 and answer[0].session_rank == 1
     ranks = recall.conn.execute(
         "select session_id, session_rank from recall.session_recall('ops', %s, %s, k => 10, "
         "n_sessions => 2, as_of => %s)",

@@ -69,3 +69,46 @@ def test_frozen_release_edit_detected(sql_copy):
         "create or replace function recall.thing_v1() returns int language sql as 'select 2';\n")
     problems = _sqlcheck.check(sql_copy)
     assert len(problems) == 1 and "released function recall.thing_v1 changed" in problems[0]
+
+
+def test_released_files_are_pinned_whole(sql_copy):
+    v1 = sql_copy / "released" / "v1.sql"
+    v1.write_text(v1.read_text() + "\n-- a comment added later\n")
+    problems = _sqlcheck.check(sql_copy)
+    assert problems == [f"{sql_copy}/frozen.txt: released released/v1.sql changed "
+                        f"(pinned {_sqlcheck.read_frozen(sql_copy)['released/v1.sql'][:12]}, now "
+                        f"{_sqlcheck.frozen_items(sql_copy)['released/v1.sql'][:12]}); add a new version instead"]
+
+
+def test_a_released_function_may_not_reach_current_code(sql_copy):
+    """v9 calls a helper of sql/idempotent that is on no list: its behaviour could change under it."""
+    (sql_copy / "idempotent" / "049-helper.sql").write_text(
+        "create or replace function recall._helper(x int) returns int language sql as 'select x';\n")
+    (sql_copy / "released" / "v9.sql").write_text(
+        "create or replace function recall.thing_v9(x int) returns int language sql\n"
+        "as $$ select recall._finish_like(x) + recall._helper(x) -- recall._ignored(x) in a comment\n$$;\n"
+        "create or replace function recall._finish_like(x int) returns int language sql\n"
+        "as $$ select recall._similarity(null, null)::int + recall._vector_arm_missing(x) $$;\n")
+    problems = [p for p in _sqlcheck.check_call_chains(sql_copy)]
+    assert sorted(problems) == sorted([
+        f"{sql_copy}/released/v9.sql: recall.thing_v9 reaches recall._helper (from recall.thing_v9), which is "
+        "neither in this release, an older one, shared.sql nor sql/released/shared.txt",
+        f"{sql_copy}/released/v9.sql: recall.thing_v9 reaches recall._vector_arm_missing (from "
+        "recall._finish_like), which is neither in this release, an older one, shared.sql nor "
+        "sql/released/shared.txt",
+        f"{sql_copy}/released/v9.sql: recall._finish_like reaches recall._vector_arm_missing (from "
+        "recall._finish_like), which is neither in this release, an older one, shared.sql nor "
+        "sql/released/shared.txt",
+    ])
+    # on the shared list, with a reason, it may
+    with (sql_copy / "released" / "shared.txt").open("a") as f:
+        f.write("recall._helper  contract: returns its argument\n"
+                "recall._vector_arm_missing  contract: a test holds it\n")
+    assert _sqlcheck.check_call_chains(sql_copy) == []
+
+
+def test_shipped_released_versions_reach_only_frozen_code():
+    assert _sqlcheck.check_call_chains(sql_dir()) == []
+    shared = _sqlcheck.read_shared_list(sql_dir())
+    assert set(shared) == {"_vector_arm", "_vector_exact", "_vector_arm_scoped", "_vector_exact_scoped"} \
+        and all(shared.values())

@@ -88,6 +88,90 @@ def test_appended_line_is_read_from_the_offset_only(conn, tmp_path, parsed):
     assert [r[0] for r in conn.execute("select seq from recall.messages order by seq")] == [1, 2, 3]
 
 
+def codex_line(kind: str, payload: dict, second: int) -> bytes:
+    return (json.dumps({"timestamp": f"2026-04-01T10:00:{second:02d}Z", "type": kind,
+                        "payload": payload}) + "\n").encode()
+
+
+def codex_say(role: str, text: str, second: int) -> bytes:
+    part = "output_text" if role == "assistant" else "input_text"
+    return codex_line("response_item", {"type": "message", "role": role,
+                                        "content": [{"type": part, "text": text}]}, second)
+
+
+def test_growing_codex_rollout_is_read_from_the_offset(conn, tmp_path, parsed):
+    day = tmp_path / "sessions" / "2026" / "04" / "01"
+    day.mkdir(parents=True)
+    f = day / "rollout-2026-04-01T10-00-00-0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee.jsonl"
+    f.write_bytes(codex_line("session_meta", {"id": "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee",
+                                              "cwd": "/home/dev/app", "git": {"branch": "main"}}, 0)
+                  + codex_say("user", "why does the build fail on alpine?", 1))
+    size1 = f.stat().st_size
+    _sync.index(conn, [tmp_path / "sessions"], agent_id="claude-code")
+    assert source_row(conn, f) == ("codex", size1, size1, 1)
+
+    extra = (codex_line("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                                          "arguments": '{"command": ["make"]}'}, 2)
+             + codex_line("response_item", {"type": "function_call_output", "call_id": "c1",
+                                            "output": "Exit code: 2\nOutput:\nmusl: missing libstdc++"}, 3)
+             + codex_say("assistant", "alpine lacks libstdc++", 4))
+    with open(f, "ab") as fh:
+        fh.write(extra + b'{"timestamp": "2026-04-01T10:00:05Z", "type": "respo')  # still being written
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    [result] = report.files
+    assert (result.status, result.start_offset, result.end_offset, result.inserted) == (
+        "appended", size1, size1 + len(extra), 3)
+    assert contents(conn) == ["why does the build fail on alpine?", 'shell(command=["make"])',
+                              "Exit code: 2\nOutput:\nmusl: missing libstdc++", "alpine lacks libstdc++"]
+    # the appended lines name no session: they join the one the first line names
+    assert conn.execute("select session_id, project, branch, metadata->>'source_agent' "
+                        "from recall.sessions").fetchall() == [
+        ("0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee", "/home/dev/app", "main", "codex")]
+    assert conn.execute("select count(*) from recall.chunks where kind = 'tool' "
+                        "and content like '%musl%'").fetchone()[0] == 1
+    again = _sync.sync(conn, agent_id="claude-code")
+    assert [(r.status, r.inserted) for r in again.files] == [("unchanged", 0)]
+
+
+def gemini_record(obj: dict) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def test_growing_gemini_chat_is_read_from_the_offset(conn, tmp_path, parsed):
+    chats = tmp_path / "tmp" / "9f86d081" / "chats"
+    chats.mkdir(parents=True)
+    f = chats / "session-2026-04-01T10-00-aaaa1111.jsonl"
+    answer = {"id": "g1", "timestamp": "2026-04-01T10:00:05Z", "type": "gemini", "content": "running make"}
+    f.write_bytes(gemini_record({"sessionId": "aaaa1111-2222", "projectHash": "9f86d081",
+                                 "startTime": "2026-04-01T10:00:00Z"})
+                  + gemini_record({"id": "u1", "timestamp": "2026-04-01T10:00:01Z", "type": "user",
+                                   "content": [{"text": "why does make fail?"}]})
+                  + gemini_record(answer))
+    size1 = f.stat().st_size
+    _sync.index(conn, [tmp_path / "tmp"], agent_id="claude-code")
+    assert source_row(conn, f) == ("gemini", size1, size1, 2)
+
+    # Gemini CLI writes the answer again with its tool call, then titles the chat
+    call = {"id": "c1", "name": "run_shell_command", "args": {"command": "make"}, "status": "success",
+            "result": [{"functionResponse": {"response": {"output": "cc: not found\nExit Code: 127"}}}]}
+    extra = (gemini_record({**answer, "toolCalls": [call]})
+             + gemini_record({"$set": {"summary": "make fails: no compiler"}}))
+    with open(f, "ab") as fh:
+        fh.write(extra)
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    [result] = report.files
+    assert (result.status, result.start_offset, result.messages, result.inserted) == (
+        "appended", size1, 3, 2)  # the answer's text again (stored already), the call, its result
+    assert contents(conn) == ["why does make fail?", "running make", 'run_shell_command(command="make")',
+                              "cc: not found\nExit Code: 127"]
+    assert conn.execute("select session_id, title, metadata->>'source_agent' from recall.sessions").fetchall() == [
+        ("aaaa1111-2222", "make fails: no compiler", "gemini")]
+
+
 def test_unchanged_files_are_not_opened(conn, tmp_path, parsed):
     f = tmp_path / "a.jsonl"
     f.write_bytes(line(1, "hello"))
@@ -152,17 +236,26 @@ def test_sync_finds_new_files_in_indexed_folders_and_forgets_gone_ones(conn, tmp
     assert source_row(conn, root / "app" / "s1.jsonl") is None
 
 
-def test_sync_without_history_uses_claude_projects_or_says_what_to_do(conn, tmp_path, monkeypatch):
+def test_sync_without_history_uses_the_agents_folders_or_says_what_to_do(conn, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(_sync.ConfigError, match="run `pyrecall index PATH` first"):
+    with pytest.raises(_sync.ConfigError) as exc:
         _sync.sync(conn, agent_id="claude-code")
+    assert str(exc.value) == (
+        "nothing to sync for agent 'claude-code': nothing was indexed before and none of "
+        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp exists; run `pyrecall index PATH` first")
 
     projects = tmp_path / ".claude" / "projects" / "-home-dev-app"
     projects.mkdir(parents=True)
     (projects / "s1.jsonl").write_bytes(line(1, "from claude", sid="s1"))
+    rollouts = tmp_path / ".codex" / "sessions" / "2026" / "04" / "01"
+    rollouts.mkdir(parents=True)
+    (rollouts / "rollout-1.jsonl").write_bytes(codex_say("user", "from codex", 1))
     report = _sync.sync(conn, agent_id="claude-code")
-    assert report.inserted == 1
-    assert _sync.sync_roots(conn, "claude-code") == [tmp_path / ".claude" / "projects"]
+    assert report.inserted == 2
+    assert sorted((r.format, r.status) for r in report.files) == [("claude_code", "new"), ("codex", "new")]
+    # ~/.gemini/tmp does not exist: it is not remembered either
+    assert _sync.sync_roots(conn, "claude-code") == [tmp_path / ".claude" / "projects",
+                                                     tmp_path / ".codex" / "sessions"]
 
 
 def test_sources_are_per_agent(conn, tmp_path):

@@ -163,9 +163,13 @@ class Lines:
         self._base: int | None = None  # lines before start_offset, counted on first need
 
     def report(self, n: int, reason: str) -> None:
+        self.problems.append(Problem(str(self.path), self.number(n), reason))
+
+    def number(self, n: int) -> int:
+        """The line number in the whole file of the n-th line read (1-based)."""
         if self._base is None:
             self._base = _count_newlines(self.path, self.start) if self.start else 0
-        self.problems.append(Problem(str(self.path), self._base + n, reason))
+        return self._base + n
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         try:

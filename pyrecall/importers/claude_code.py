@@ -14,6 +14,7 @@ from ._read import Lines, checked, clean, clean_text, parse_time, render_call, s
 from ._records import Message, ParseResult, Problem, Session
 
 FORMAT = "claude_code"
+SOURCE_AGENT = "claude-code"  # session metadata: which agent wrote the session
 
 
 def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
@@ -75,7 +76,7 @@ def _message_line(path: Path, n: int, obj: dict, kind: str, lines: Lines,
         lines.report(n, "line without sessionId: used the file name")
     session = sessions.get(sid)
     if session is None:
-        session = sessions[sid] = Session(sid)
+        session = sessions[sid] = Session(sid, metadata={"source_agent": SOURCE_AGENT})
         times[sid] = []
         if version := text_or_none(obj.get("version")):
             session.metadata["version"] = version

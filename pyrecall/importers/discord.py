@@ -2,7 +2,9 @@
 
 One session per channel (``discord:<channel id>``). Messages of authors flagged ``isBot`` are
 the assistant's, everyone else's the user's; only chat messages (types Default and Reply) are
-imported, not joins, pins or calls.
+imported, not joins, pins or calls. The session is chunked as a chat (``chunking: window``):
+overlapping windows of messages, each named by its ``author`` in the chunk's text, the window's
+``metadata.messages`` listing every message's metadata (sql/idempotent/010-messages.sql).
 """
 
 from __future__ import annotations

@@ -215,13 +215,36 @@ end
 $$;
 
 -- _speaker: who said a message, as a chunk labels it: metadata.speaker (a person's name in a
--- chat or Discord import) or else the role. _rechunk writes the same expression out.
+-- chat), else metadata.author (the Discord importer's), else the role. _rechunk writes the
+-- same expression out.
 create or replace function recall._speaker(role text, metadata jsonb)
 returns text
 language sql immutable parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
-  select coalesce(nullif(btrim(metadata->>'speaker'), ''), initcap(role))
+  select coalesce(nullif(btrim(metadata->>'speaker'), ''), nullif(btrim(metadata->>'author'), ''), initcap(role))
+$$;
+
+-- _window_part_speaker: the speaker of the message that a part of a long window starts inside
+-- of (null when the part starts at a message's label or between two messages). lens: the
+-- length of the window's date line, then of each message as the body holds it ("name: text"
+-- and the blank line after it); start: the part's first character, counted from 0.
+create or replace function recall._window_part_speaker(speakers text[], lens int[], start int)
+returns text
+language plpgsql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  at int := lens[1];
+begin
+  for i in 1 .. coalesce(cardinality(speakers), 0) loop
+    if start < at + lens[i + 1] then
+      return case when start > at and start < at + lens[i + 1] - 2 then speakers[i] end;
+    end if;
+    at := at + lens[i + 1];
+  end loop;
+  return null;
+end
 $$;
 
 -- _estimate_tokens: about four characters a token, until the embedder records the exact count.
@@ -285,8 +308,10 @@ begin
   -- their messages from there on, each with its neighbours and the turn it belongs to.
   -- Pairing is done with window functions, not self-joins: linear in the session's length.
   msgs as (
-    select m.message_id, m.session_id, m.seq, m.role, m.kind, m.content, m.created_at,
+    select m.message_id, m.session_id, m.seq, m.external_id, m.role, m.kind, m.content, m.created_at,
            m.importance, m.metadata, m.metadata->>'tool_use_id' as tool_use_id,
+           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''),
+                    initcap(m.role)) as speaker,
            coalesce(ss.metadata->>'chunking' = 'window', false) as windowed,
            count(*) filter (where m.kind = 'text') over w as text_i,
            count(*) filter (where m.kind = 'text') over (partition by m.session_id) as text_n,
@@ -312,11 +337,26 @@ begin
   -- its first message ("[8 May 2023]", UTC): in a chat, when something was said is part of
   -- what was said, and the date in the indexed and embedded text lifted LoCoMo recall@10
   -- 0.804 -> 0.815 and session_recall@5 0.787 -> 0.805 (docs/BENCHMARKS.md).
+  --
+  -- Each message of a window is named by its speaker (metadata.speaker, else metadata.author
+  -- as the Discord importer writes it, else the role), and the window's metadata holds, beside
+  -- its first message's keys, "messages": every message's own metadata with its seq and
+  -- external_id (the source's id), in the order of message_ids. A filter on one message (author, permalink, ...) can then
+  -- match a window where that message is not the first (hybrid_recall_v4's filter), and a
+  -- result says which messages it holds.
   windows as (
-    select x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at, x.metadata,
+    select x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at,
+           x.metadata || jsonb_build_object('messages', jsonb_agg(
+             x.metadata || jsonb_build_object('seq', x.seq, 'external_id', x.external_id)
+           ) over f) as metadata,
            array_agg(x.message_id) over f as message_ids,
            coalesce('[' || to_char(x.created_at at time zone 'UTC', 'FMDD FMMonth YYYY') || E']\n', '')
-           || string_agg(coalesce(nullif(btrim(x.metadata->>'speaker'), ''), initcap(x.role)) || ': ' || x.content, E'\n\n') over f as body,
+           || string_agg(x.speaker || ': ' || x.content, E'\n\n') over f as body,
+           -- where each message sits in the body, for the parts of a long window (below)
+           array_agg(x.speaker) over f as speakers,
+           array[char_length(coalesce('[' || to_char(x.created_at at time zone 'UTC', 'FMDD FMMonth YYYY')
+                                      || E']\n', ''))]
+             || array_agg(char_length(x.speaker) + char_length(x.content) + 4) over f as lens,
            max(x.importance) over f as importance
     from msgs x
     where x.windowed and x.kind = 'text'
@@ -356,23 +396,24 @@ begin
     -- turn pairs, anchored at the question
     select a.session_id, 'turn_pair'::text as kind, a.turn_seq as first_seq,
            array[a.q_id, a.message_id] as message_ids,
-           coalesce(nullif(btrim(a.q_metadata->>'speaker'), ''), initcap(a.q_role)) || ': ' || a.q_content || E'\n\n'
-             || coalesce(nullif(btrim(a.metadata->>'speaker'), ''), initcap(a.role)) || ': ' || a.content as body,
+           coalesce(nullif(btrim(a.q_metadata->>'speaker'), ''), nullif(btrim(a.q_metadata->>'author'), ''), initcap(a.q_role)) || ': ' || a.q_content || E'\n\n'
+             || coalesce(nullif(btrim(a.metadata->>'speaker'), ''), nullif(btrim(a.metadata->>'author'), ''), initcap(a.role)) || ': ' || a.content as body,
            a.q_created_at as created_at, greatest(a.q_importance, a.importance) as importance,
-           a.q_metadata || a.metadata as metadata
+           a.q_metadata || a.metadata as metadata, null::text[] as speakers, null::int[] as lens
     from tools a
     where a.seq = a.answer_seq and not a.windowed
     union all
     -- windows
     select w.session_id, 'window', w.first_seq, w.message_ids, w.body, w.created_at,
-           w.importance, w.metadata
+           w.importance, w.metadata, w.speakers, w.lens
     from windows w
     where (w.text_i - 1) % win_stride = 0
       and (w.text_i = 1 or w.text_i + win_size - win_stride <= w.text_n)
     union all
     -- text messages that pair with nothing
     select m.session_id, 'message', m.seq, array[m.message_id],
-           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata
+           coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata,
+           null, null
     from tools m
     where m.kind = 'text' and not m.windowed
       and not (m.answer_seq is not null
@@ -380,7 +421,7 @@ begin
     union all
     -- thinking
     select m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
-           m.created_at, m.importance, m.metadata
+           m.created_at, m.importance, m.metadata, null, null
     from tools m
     where m.kind = 'thinking'
     union all
@@ -397,13 +438,14 @@ begin
                                                 when not c.next_has_id then c.next_importance end, 0)),
            c.metadata || coalesce(case when c.tool_use_id is not null then c.id_result_metadata
                                        when c.next_kind = 'tool_result' and not c.next_has_id
-                                       then c.next_metadata end, '{}')
+                                       then c.next_metadata end, '{}'),
+           null, null
     from tools c
     where c.kind = 'tool_call'
     union all
     -- tool results no call claims
     select r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
-           r.created_at, r.importance, r.metadata
+           r.created_at, r.importance, r.metadata, null, null
     from tools r
     where r.kind = 'tool_result'
       and not coalesce(case when r.tool_use_id is not null then r.id_call_seq is not null
@@ -422,8 +464,14 @@ begin
       and btrim(f.pieces[i], E' \t\r\n') <> ''
   ),
   -- every chunk, long bodies windowed; code blocks are numbered, not windowed
+  -- (a part of a window after the first that starts inside a message is headed by that
+  -- message's speaker: every speaker of a chat chunk is named in its text)
   derived as (
-    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids, w.content,
+    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
+           case when w.part > 0 and u.speakers is not null
+                then coalesce(recall._window_part_speaker(
+                       u.speakers, u.lens, w.part * (conf.max_chars - conf.overlap_chars)) || ': ', '')
+                else '' end || w.content as content,
            u.created_at, u.importance, u.metadata
     from units u
     cross join conf
@@ -442,11 +490,13 @@ begin
     from derived d
     join recall.sessions s on s.session_id = d.session_id
   ),
-  -- chunks of the redone range that are derived no more
+  -- chunks of the redone range that are derived no more (summaries and curated memories are
+  -- not derived from messages: never deleted here)
   removed as (
     delete from recall.chunks c
     using affected a
-    where c.session_id = a.session_id and c.first_seq >= a.from_seq and c.kind <> 'summary'
+    where c.session_id = a.session_id and c.first_seq >= a.from_seq
+      and c.kind not in ('summary', 'memory')
       and not exists (select from rows_ r
                       where r.session_id = c.session_id and r.kind = c.kind
                         and r.first_seq = c.first_seq and r.part = c.part)
@@ -463,7 +513,9 @@ begin
       set message_ids     = excluded.message_ids,
           content         = excluded.content,
           created_at      = excluded.created_at,
-          importance      = excluded.importance,
+          -- an importance set by hand (recall.set_importance) is kept
+          importance      = case when c.importance_set_at is null then excluded.importance
+                                 else c.importance end,
           metadata        = excluded.metadata,
           -- same text: keep the embedding and the exact token count; new text: pending again
           n_tokens        = case when c.content = excluded.content then c.n_tokens else excluded.n_tokens end,
@@ -473,10 +525,10 @@ begin
           embed_attempts  = case when c.content = excluded.content then c.embed_attempts else 0 end,
           embed_error     = case when c.content = excluded.content then c.embed_error end,
           embed_after     = case when c.content = excluded.content then c.embed_after end
-      where (c.message_ids, c.content, c.created_at, c.importance, c.metadata)
+      where (c.message_ids, c.content, c.created_at, c.metadata)
             is distinct from
-            (excluded.message_ids, excluded.content, excluded.created_at, excluded.importance,
-             excluded.metadata)
+            (excluded.message_ids, excluded.content, excluded.created_at, excluded.metadata)
+         or (c.importance_set_at is null and c.importance is distinct from excluded.importance)
     returning 1
   )
   select (select count(*) from written) + (select count(*) from removed) into changed;
@@ -628,3 +680,28 @@ drop trigger if exists sessions_after_update on recall.sessions;
 create trigger sessions_after_update after update on recall.sessions
   referencing old table as old_rows new table as new_rows
   for each statement execute function recall._sessions_after_update();
+
+-- Chunks derived by an older chunker: a run-once migration that changes how chunks are derived
+-- records in recall.config 'rechunk_pending' a JSON object (or an array of them), and the
+-- sessions whose metadata contains it (one of them) are chunked again here, by the functions just defined (migrations run before
+-- this file: the old _rechunk would redo them the old way). Chunks whose text changes are
+-- embedded again; the others keep their embedding.
+do $$
+declare
+  which jsonb := (select value from recall.config where key = 'rechunk_pending');
+  ids text[];
+begin
+  if which is null then
+    return;
+  end if;
+  select array_agg(s.session_id) into ids
+  from recall.sessions s
+  where exists (select from jsonb_array_elements(case jsonb_typeof(which) when 'array' then which
+                                                     else jsonb_build_array(which) end) w(o)
+                where s.metadata @> w.o);
+  if ids is not null and recall._rechunk(ids, array_fill(-2147483648, array[cardinality(ids)])) > 0 then
+    perform pg_notify('recall_chunks', 'pending');
+  end if;
+  delete from recall.config where key = 'rechunk_pending';
+end
+$$;

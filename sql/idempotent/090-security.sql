@@ -199,6 +199,12 @@ begin
 end
 $$;
 
--- administration, not recall: not for agents (they would fail on privileges anyway)
+-- every function of the schema is callable by both roles, granted here, after the last one is
+-- created: a fresh install and an upgraded one end with the same privileges (tests/test_upgrade.py)
+grant execute on all functions in schema recall to recall_agent, recall_admin;
+
+-- administration, not recall: not for agents (they would fail on privileges anyway), nor for
+-- recall_admin (a fresh install never granted it; a re-run of the files before this one, which
+-- grant execute on all functions of the schema, did)
 revoke execute on function recall.bind_agent(text, text), recall.unbind_agent(text),
-  recall.restrict_statistics(boolean) from public, recall_agent;
+  recall.restrict_statistics(boolean) from public, recall_agent, recall_admin;
