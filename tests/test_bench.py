@@ -492,6 +492,8 @@ def test_bench_mcp_small(server_url):
     for stats in (report["recall_ms"], parts["embed_ms"], parts["hybrid_recall_ms"],
                   parts["hybrid_recall_unbound_ms"]):
         assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
+
+
 def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_url, tmp_path):
     # the generator of `pyrecall bench index`: deterministic, read by the Claude Code importer
     from pyrecall import _db, _sync
