@@ -3,6 +3,7 @@ library errors become one-line messages, never tracebacks."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -251,7 +252,7 @@ def main():
     \b
     Example:
       pyrecall db start && pyrecall migrate
-      pyrecall index ~/.claude/projects && pyrecall embed
+      pyrecall import ~/.claude/projects && pyrecall embed
       pyrecall recall "how did I handle authentication?"
       pyrecall recall --auto --budget 4000 --format context
     """
@@ -626,14 +627,14 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
                    "(they are findable by keywords already)")
 
 
-@main.command()
+@main.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @agent_option
 @click.option("--full", is_flag=True, help="Read every file from its start, changed or not.")
 @json_option
 @dsn_option
 @handle_errors
-def index(paths, agent, full, as_json, dsn):
+def import_(paths, agent, full, as_json, dsn):
     """Import transcripts: files, or folders searched recursively for .jsonl/.json files.
 
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
@@ -644,11 +645,18 @@ def index(paths, agent, full, as_json, dsn):
 
     \b
     Example:
-      pyrecall index ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
-      pyrecall index export.json chats/ --agent support-bot
+      pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
+      pyrecall import export.json chats/ --agent support-bot
     """
     _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.index(
         conn, paths, agent_id=agent, full=full, **kw))
+
+
+# `pyrecall index`: the importer's first name, kept working (hidden: "index" also names the
+# vector indexes of `pyrecall dba index`)
+_index_alias = copy.copy(import_)
+_index_alias.hidden = True
+main.add_command(_index_alias, "index")
 
 
 @main.command()
