@@ -2,7 +2,7 @@
 for agents holding 0.01%, 1%, 10% and 50% of a 200k-chunk table, with the indexes in place,
 and with the other filters (time window, session, metadata, kinds) on the largest agent.
 
-The table is built once for the module: 200k chunks of 384 dimensions (bench/index_build.py:
+The table is built once for the module: 200k chunks of 384 dimensions (pyrecall/bench/index_build.py:
 clustered vectors, every agent's chunks spread over every cluster), written straight into
 recall.chunks, then indexed the way `make index` does it (concurrently; HNSW m=8,
 ef_construction=32 to keep the build near a minute on two cores). Timings go to stderr.
@@ -10,7 +10,6 @@ ef_construction=32 to keep the build near a minute on two cores). Timings go to 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -24,9 +23,7 @@ from pgvector.psycopg import register_vector
 from pyrecall import _index
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("index_build", ROOT / "bench" / "index_build.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from pyrecall.bench import index_build as bench  # noqa: E402
 
 CHUNKS = 200_000
 FRACTIONS = [0.0001, 0.01, 0.1, 0.5]

@@ -651,3 +651,51 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
                              token_budget=token_budget, seed=seed, dsn=dsn,
                              log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
     click.echo(json.dumps(report, indent=2))
+
+
+@bench.command("vector-index")
+@click.option("--chunks", type=click.IntRange(1000), default=100_000, show_default=True,
+              help="Synthetic chunks (384 dimensions, clustered) loaded by COPY.")
+@click.option("--method", default="auto", show_default=True, help="auto | hnsw | diskann | none.")
+@click.option("--options", default="{}", show_default=True, metavar="JSON",
+              help='Options of recall.create_vector_index, e.g. \'{"m": 8, "ef_construction": 32}\'.')
+@click.option("--scope", type=click.Choice(["agents", "table", "both"]), default="agents", show_default=True)
+@click.option("--keep-index", is_flag=True, help="Keep the indexes there (refresh only).")
+@click.option("--fractions", default="0.0001,0.01,0.1,0.5", show_default=True,
+              help="Agents measured, as shares of the table.")
+@click.option("--queries", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--keep", is_flag=True, help="Reuse the loaded database if it exists.")
+@click.option("--db", default="pyrecall_bench_index", show_default=True, help="Name of the benchmark database.")
+@click.option("--embedding-storage", type=click.Choice(["main", "external"]), default=None,
+              help="ALTER COLUMN embedding SET STORAGE ... before loading.")
+@click.option("--env", "from_env", is_flag=True,
+              help="Take CHUNKS, INDEX, SCOPE, M, EF_CONSTRUCTION, ... and PYRECALL_ADMIN_DSN from the "
+                   "environment (make bench-index).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Admin URL of a server (the role needs CREATEDB; default: a throwaway embedded server).")
+@_handle_errors
+def vector_index_cmd(chunks, method, options, scope, keep_index, fractions, queries, keep, db,
+                     embedding_storage, from_env, as_json, dsn):
+    """Vector index build time, size, filtered recall@10 and latency per agent size (the
+    measurements of docs/DBA.md), on a synthetic table loaded straight into recall.chunks.
+
+    \b
+    Example:
+      pyrecall bench vector-index --chunks 100000 --method hnsw
+      pyrecall bench vector-index --chunks 200000 --options '{"m": 8}' --json
+    """
+    from types import SimpleNamespace
+
+    from . import index_build
+
+    try:
+        json.loads(options)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--options") from None
+    args = SimpleNamespace(chunks=chunks, method=method, options=options, scope=scope,
+                           keep_index=keep_index, fractions=fractions, queries=queries, dsn=dsn,
+                           keep=keep, db=db, embedding_storage=embedding_storage, env=from_env)
+    report = index_build.main(args)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
