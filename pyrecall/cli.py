@@ -160,6 +160,63 @@ class Since(click.ParamType):
 SINCE = Since()
 
 
+class MetadataFilter(click.ParamType):
+    """``KEY=VALUE`` (a text value) or ``KEY:=JSON`` (a number, true/false, null, an object
+    or an array), as one (key, value) pair of a metadata filter."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        key, sep, rest = value.partition("=")
+        if not sep or not key.rstrip(":").strip():
+            self.fail(f"{value!r}: expected KEY=VALUE (text) or KEY:=JSON (a number, true, "
+                      "an object ...)", param, ctx)
+        if key.endswith(":"):
+            try:
+                return key[:-1].strip(), json.loads(rest)
+            except ValueError:
+                self.fail(f"{value!r}: the value after := is not JSON (text goes after =)", param, ctx)
+        return key.strip(), rest
+
+
+def build_filter(pairs, scope: dict | None = None) -> dict | None:
+    """The metadata filter of repeated ``--filter`` options and the --project/--branch scope:
+    one value for a key is sent as it is; several values for the same key become a JSON array
+    (any of them matches, in hybrid_recall v4 and later).
+
+    >>> build_filter([("author", "bob"), ("author", "carol"), ("channel", "ops")])
+    {'author': ['bob', 'carol'], 'channel': 'ops'}
+    """
+    values: dict[str, list] = {}
+    for key, value in [*(scope or {}).items(), *pairs]:
+        if value not in values.setdefault(key, []):
+            values[key].append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in values.items()} or None
+
+
+class Weights(click.ParamType):
+    """``V,T,R,I``: the weights of similarity, text rank, recency and importance."""
+
+    name = "V,T,R,I"
+    KEYS = ("vector_weight", "text_weight", "recency_weight", "importance_weight")
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        parts = [p.strip() for p in value.split(",")]
+        try:
+            numbers = [float(p) for p in parts]
+        except ValueError:
+            numbers = []
+        if len(numbers) != 4 or not all(0 <= x < float("inf") for x in numbers) or not any(numbers):
+            self.fail(f"{value!r}: expected four numbers >= 0, not all 0: the weights of "
+                      "similarity, text, recency and importance (default 0.5,0.5,0.025,0.05)",
+                      param, ctx)
+        return dict(zip(self.KEYS, numbers, strict=True))
+
+
 def git_scope(cwd: str | os.PathLike | None = None) -> tuple[str, str | None]:
     """(project, branch) for a directory, as the Claude Code importer records them: the
     project is the repository's top folder (else the directory itself), the branch the
@@ -259,15 +316,24 @@ def db_status(as_json):
 
 
 @db.command("url")
+@click.option("--keywords", is_flag=True,
+              help="Print libpq keywords (user=... dbname=... host=...) instead of a URL.")
 @handle_errors
-def db_url():
-    """Print the URL pyrecall uses ($PYRECALL_DSN, else the embedded server, started).
+def db_url(keywords):
+    """Print the postgresql:// URL pyrecall uses ($PYRECALL_DSN, else the embedded server,
+    started), for psql and for any language's driver (Node's pg, JDBC, pgx, ...).
+
+    The embedded server listens on a Unix socket only: its URL names the socket's folder and
+    port (postgresql://postgres@/pyrecall?host=/path/.pyrecall/pgdata&port=5432).
 
     \b
     Example:
       psql "$(pyrecall db url)"
+      DATABASE_URL=$(pyrecall db url) node examples/node/recall.mjs "deploy"
     """
-    click.echo(_db.resolve_dsn())
+    dsn = _db.resolve_dsn()
+    port = None if _config.dsn_from_env() else _db.embedded_port()
+    click.echo(_db.as_keywords(dsn, port=port) if keywords else _db.as_url(dsn, port=port))
 
 
 # ---------------------------------------------------------------- migrate
@@ -332,6 +398,18 @@ def migrate_status(dsn):
               help="Token budget of the answer [default: none; 4000 with --auto].")
 @click.option("--since", type=SINCE, default=None,
               help="Only memories since then: 7d, 12h, 2w, 30m, or a date (2026-01-01).")
+@click.option("--until", type=SINCE, default=None,
+              help="Only memories before then: 7d (ago), or a date (2026-01-01).")
+@click.option("--filter", "filters", type=MetadataFilter(), multiple=True,
+              help="Only memories whose metadata has KEY=VALUE (text; KEY:=JSON for a number, "
+                   "true, ...). Repeatable: different keys all match; the same key twice, any of "
+                   "its values.")
+@click.option("--min-similarity", type=click.FloatRange(-1, 1), default=None, metavar="S",
+              help="Leave out chunks whose cosine similarity to the query is below S (chunks "
+                   "not embedded yet, found by keywords, are kept).")
+@click.option("--weights", type=Weights(), default=None,
+              help="Weights of similarity, keywords, recency, importance "
+                   "[default: 0.5,0.5,0.025,0.05].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "context", "markdown"]),
               default=None, help="Output format [default: table; context with --auto].")
 @click.option("--by-session", is_flag=True,
@@ -362,9 +440,9 @@ def migrate_status(dsn):
 @model_option
 @dsn_option
 @handle_errors
-def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_sessions, auto,
-           task, exclude_session, hook, source_agent, kinds, turns_per_session, as_of,
-           all_projects, model, dsn):
+def recall(query, agent, project, branch, k, budget, since, until, filters, min_similarity, weights,
+           fmt, by_session, n_sessions, auto, task, exclude_session, hook, source_agent, kinds,
+           turns_per_session, as_of, all_projects, model, dsn):
     """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
     recency and importance (recall.hybrid_recall); session-aware with --by-session
     (recall.session_recall); the session-start context with --auto (recall.auto_context:
@@ -375,6 +453,8 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
       pyrecall recall "how did I handle authentication?"
       pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
       pyrecall recall "why did the alpine build fail?" --by-session
+      pyrecall recall "refund webhook" --filter author=bob --filter author=carol --until 2026-03-01
+      pyrecall recall "deploy" --filter is_error:=true --weights 0.3,0.7,0,0.1
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
       pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --task "deploy the API to staging"
@@ -387,9 +467,11 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
     if hook:
         project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
     if auto:
-        if by_session or kinds or since or source_agent or turns_per_session:
-            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/"
-                                   "--since/--source-agent/--turns-per-session")
+        if (by_session or kinds or since or until or filters or source_agent
+                or min_similarity is not None or weights or turns_per_session):
+            raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since/"
+                                   "--until/--filter/--source-agent/--min-similarity/--weights/"
+                                   "--turns-per-session")
         task = task if task is not None else query
         if project is None and not hook:
             project, detected = git_scope()
@@ -402,11 +484,20 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
         if not query or not query.strip():
             raise click.UsageError("give a QUERY (or --auto for the session-start context)")
         fmt = fmt or "table"
+        if by_session and min_similarity is not None:
+            raise click.UsageError("--min-similarity goes with recall, not --by-session "
+                                   "(session_recall ranks sessions first)")
+        if since and until and until <= since:
+            raise click.UsageError("--until must be later than --since")
     # session metadata (source_agent) is folded into every chunk's metadata: one filter
     scope = {k: v for k, v in (("project", project), ("branch", branch),
                                ("source_agent", source_agent)) if v}
-    filter_ = scope or None
-    v4 = {k: v for k, v in (("turns_per_session", turns_per_session), ("as_of", as_of)) if v}
+    filter_ = build_filter(filters, scope)
+    options = {**(weights or {}),
+               **({"min_similarity": min_similarity} if min_similarity is not None else {}),
+               **({"until": until} if until else {}),
+               **({"turns_per_session": turns_per_session} if turns_per_session else {}),
+               **({"as_of": as_of} if as_of else {})}
 
     # the result says when the query embedding failed (source=keyword): no second warning
     logging.getLogger("pyrecall").setLevel(logging.ERROR)
@@ -421,12 +512,12 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
             chosen = {"sessions": n_sessions} if n_sessions else {}  # else the SQL default
             result = r.session_recall(agent, query, k=k, token_budget=budget,
                                       exclude_session_id=exclude_session, filter=filter_,
-                                      since=since, kinds=list(kinds) or None, **chosen, **v4)
+                                      since=since, kinds=list(kinds) or None, **chosen, **options)
             mode = "session"
         else:
             result = r.recall(agent, query, k=k, token_budget=budget, since=since,
                               exclude_session_id=exclude_session, filter=filter_,
-                              kinds=list(kinds) or None, **v4)
+                              kinds=list(kinds) or None, **options)
             mode = "hybrid"
         infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
     finally:
@@ -436,7 +527,8 @@ def recall(query, agent, project, branch, k, budget, since, fmt, by_session, n_s
         click.echo(f"note: source={result.source}: {result.note}", err=True)
     if fmt == "json":
         click.echo(_render.to_json(result, mode=mode, infos=infos,
-                                   scope={"agent": agent, **scope}))
+                                   scope={"agent": agent, **scope,
+                                          **({"filter": filter_} if filters else {})}))
     elif fmt == "context":
         click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session,
                                       scope=scope), nl=False)
@@ -576,6 +668,10 @@ def sync(paths, agent, as_json, dsn):
 @click.option("--agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's chunks [default: every agent].")
 @click.option("--since", type=SINCE, default=None, help="Only chunks since then: 7d, 2026-01-01.")
+@click.option("--filter", "filters", type=MetadataFilter(), multiple=True,
+              help="Only chunks whose metadata (or one of whose messages') has KEY=VALUE, e.g. "
+                   "channel=incidents, guild=Acme. Repeatable: different keys all match; the "
+                   "same key twice, any of its values.")
 @click.option("--dry-run", is_flag=True, help="Count what would be embedded; change nothing.")
 @click.option("--cleanup", is_flag=True, help="First remove chunks whose messages are gone.")
 @click.option("--reembed", is_flag=True, help="Re-embed chunks embedded by another model "
@@ -585,7 +681,7 @@ def sync(paths, agent, as_json, dsn):
 @json_option
 @dsn_option
 @handle_errors
-def embed(batch_size, agent, since, dry_run, cleanup, reembed, yes, model, as_json, dsn):
+def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, model, as_json, dsn):
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
     Resumable and safe to run beside `pyrecall worker`: batches are claimed with
@@ -595,11 +691,13 @@ def embed(batch_size, agent, since, dry_run, cleanup, reembed, yes, model, as_js
     Example:
       pyrecall embed
       pyrecall embed --dry-run --json
+      pyrecall embed --filter guild="Acme Engineering" --filter channel=incidents
       pyrecall embed --reembed --model openai/text-embedding-3-small --yes
     """
     from . import _worker
 
     console = _stderr_console()
+    filter_ = build_filter(filters)
     r = _client(dsn, model)
     embedder = r.embedder
     try:
@@ -620,20 +718,21 @@ def embed(batch_size, agent, since, dry_run, cleanup, reembed, yes, model, as_js
             report.cleaned = _worker.cleanup(conn, agent=agent)
         if dry_run:
             report.pending = _worker.count_pending(
-                conn, agent=agent, since=since, model=embedder.model if reembed else None)
+                conn, agent=agent, since=since, model=embedder.model if reembed else None,
+                filter=filter_)
         else:
             total = _worker.count_pending(conn, agent=agent, since=since,
-                                          model=embedder.model if reembed else None)
+                                          model=embedder.model if reembed else None, filter=filter_)
             show = console.is_terminal and not as_json and total > 0
             if show:
                 with _progress_bar(console) as bar:
                     task = bar.add_task("embedding", total=total)
                     run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
-                                         since=since, reembed=reembed,
+                                         since=since, reembed=reembed, filter=filter_,
                                          progress=lambda n: bar.update(task, advance=n)).run()
             else:
                 run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
-                                     since=since, reembed=reembed).run()
+                                     since=since, reembed=reembed, filter=filter_).run()
             run.cleaned = report.cleaned
             report = run
     finally:
@@ -762,7 +861,8 @@ def summarize(agent, llm, everything, as_json, dsn):
 @dsn_option
 @handle_errors
 def sessions(agent, project, since, source_agent, limit, as_json, dsn):
-    """List the agent's sessions, newest first: id, title, project, branch, start, messages,
+    """List the agent's sessions, newest first: id, title, project, branch, start, time span
+    (first to last message), turns (the user's messages; in a chat, every message), messages,
     chunks, chunks still pending embedding.
 
     \b
@@ -787,21 +887,24 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
     from rich import box
     from rich.table import Table
 
-    from ._render import _short_project, short_ids
+    from ._render import _short_project, short_ids, span_text
 
     ids = short_ids([s["session_id"] for s in rows])
     console = _stdout_console()
-    # narrower terminals: leave out project and chunks (under 110), and branch (under 100)
+    # narrower terminals: leave out project and chunks (under 110), branch (under 100), span (90)
     dropped = {"project", "chunks"} if console.width < 110 else set()
     dropped |= {"branch"} if console.width < 100 else set()
+    dropped |= {"span"} if console.width < 90 else set()
     table = Table(expand=True, box=box.SIMPLE_HEAD,
                   caption=f"{len(rows)} session(s) of agent {agent!r}"
                   + (" (--limit reached)" if len(rows) == limit else ""))
     columns = [("id", {"no_wrap": True}), ("started", {"no_wrap": True}),
+               ("span", {"justify": "right", "no_wrap": True}),
                ("title", {"ratio": 1, "no_wrap": True, "overflow": "ellipsis", "min_width": 20}),
                ("project", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
                ("branch", {"max_width": 16, "overflow": "ellipsis", "no_wrap": True}),
-               ("msgs", {"justify": "right"}), ("chunks", {"justify": "right"}),
+               ("turns", {"justify": "right"}), ("msgs", {"justify": "right"}),
+               ("chunks", {"justify": "right"}),
                ("pending", {"justify": "right"})]
     keep = [c for c, _ in columns if c not in dropped]
     for col, kw in columns:
@@ -809,6 +912,7 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
             table.add_column(col, **kw)
     for s in rows:
         cells = {"id": ids[s["session_id"]], "started": f"{s['started_at']:%Y-%m-%d}",
+                 "span": span_text(s["span_seconds"]), "turns": str(s["turns"]),
                  "title": s["title"] or "", "project": _short_project(s["project"]) or "",
                  "branch": s["branch"] or "", "msgs": str(s["messages"]),
                  "chunks": str(s["chunks"]), "pending": str(s["pending"])}
@@ -1015,6 +1119,56 @@ def forget(session, memory_id, everything, agent, yes, dsn):
         click.echo(f"forgot session {session} ({n} removed, with its messages, chunks and embeddings)")
     else:
         click.echo(f"forgot {n} session(s) of agent {agent!r}")
+
+
+# ---------------------------------------------------------------- mcp
+
+@main.command()
+@agent_option
+@click.option("--http", "http", default=None, metavar="HOST:PORT",
+              help="Serve the streamable HTTP transport here (e.g. 127.0.0.1:8765) instead of "
+                   "stdio. Loopback only, unless --token is given.")
+@click.option("--token", envvar="PYRECALL_MCP_TOKEN", default=None, metavar="SECRET",
+              help="With --http: refuse every request without 'Authorization: Bearer SECRET' "
+                   "(env: PYRECALL_MCP_TOKEN). Required for a non-loopback address.")
+@model_option
+@dsn_option
+@handle_errors
+def mcp(agent, http, token, model, dsn):
+    """Serve the agent's memory as MCP tools: recall, context, sessions.
+
+    Speaks the Model Context Protocol on stdin/stdout (or streamable HTTP with --http) for
+    one agent: its database connections run as the recall_agent role with the agent's id, so
+    row-level security keeps every other agent's memory out of reach. The embedding model
+    and the connections stay warm between calls.
+
+    \b
+    Examples:
+      claude mcp add pyrecall -- pyrecall mcp
+      pyrecall mcp --agent support-bot
+      pyrecall mcp --http 127.0.0.1:8765
+      PYRECALL_MCP_TOKEN=s3cret pyrecall mcp --http 0.0.0.0:8765
+    """
+    try:
+        from . import _mcp
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types", "uvicorn", "starlette"):
+            raise click.ClickException("pyrecall mcp needs the MCP SDK: pip install 'pyrecall[mcp]'") from None
+        raise
+    if token is not None and not token.strip():
+        raise click.UsageError("--token is empty")
+    if http is not None:
+        host, _port = _mcp.parse_http(http)
+        if not _mcp.is_loopback(host) and not token:
+            raise click.UsageError(f"--http {http}: an address other than loopback needs --token "
+                                   "(requests without it are refused)")
+    elif token:
+        raise click.UsageError("--token goes with --http (stdio has no requests to refuse)")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="pyrecall mcp: %(levelname)s %(message)s")
+    logging.getLogger("pyrecall").setLevel(logging.ERROR)  # keyword fallback: said in the result
+    logging.getLogger("pyrecall.mcp").setLevel(logging.WARNING)
+    _mcp.serve(_mcp.Backend(dsn, agent, model=model), http=http, token=token)
 
 
 def _register_bench() -> None:

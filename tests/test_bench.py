@@ -86,6 +86,64 @@ def test_agent_sizes_are_zipf_and_sum():
     assert sum(sizes) == 20_000 and sizes == sorted(sizes, reverse=True) and min(sizes) >= 10
 
 
+def test_parse_sizes():
+    assert latency.parse_sizes("100x2, 20,5x1") == [100, 100, 20, 5]
+    for bad in ("", "x3", "10x0", "ten"):
+        with pytest.raises(ValueError):
+            latency.parse_sizes(bad)
+
+
+def test_topic_vectors_are_mixtures_and_queries_sit_away():
+    """Topic mixtures: unit vectors; a query's nearest stored vector is farther than a stored
+    vector's nearest neighbour (a question sits away from the statement that answers it),
+    and the 10th and 11th neighbours are close (what makes the search hard); clusters are
+    tighter."""
+    def shape(kind):
+        synth = latency.Synth(11, kind)
+        topics = synth.rng.integers(0, latency.N_TOPICS, 3000)
+        v = synth.chunk_vectors(topics, topics % latency.SUBTOPICS)
+        q = np.stack([synth.query_vector(int(t)) for t in topics[:50]])
+        assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5) and v.dtype == np.float32
+        stored = np.sort(v[:50] @ v[50:].T, axis=1)[:, ::-1]
+        asked = np.sort(q @ v.T, axis=1)[:, ::-1]
+        return stored[:, 0].mean(), asked[:, 0].mean(), (asked[:, 9] - asked[:, 10]).mean()
+
+    stored, asked, gap = shape("topic")
+    assert asked < stored and gap < 0.01
+    c_stored, c_asked, _ = shape("cluster")
+    assert c_stored > stored + 0.2 and c_asked > asked + 0.2
+    with pytest.raises(ValueError, match="vectors must be one of"):
+        latency.Synth(1, "clusters")
+
+
+def test_bench_latency_topic_vectors_after_embed(server_url):
+    result = CliRunner().invoke(main, [
+        "bench", "latency", "--sizes", "2500x1,20x3", "--vectors", "topic", "--after-embed",
+        "--queries", "4", "--clients", "", "--json", "--quiet", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["vectors"] == "topic" and report["agents"] == 4
+    assert report["agent_sizes"] == {"largest": 2500, "smallest": 20,
+                                     "by_class": {"small": 3, "medium": 1, "large": 0}}
+    stages = report["after_embed"]
+    assert list(stages) == ["right_after", "again", "after_reading_every_row",
+                            "after_gin_clean_pending_list", "after_vacuum"]
+    assert stages["right_after"]["table"]["dead"] >= report["chunks"]      # one dead version each
+    assert not stages["right_after"]["table"]["autovacuumed"]          # kept off meanwhile
+    assert stages["after_vacuum"]["table"] | {"live": 0} == {
+        "live": 0, "dead": 0, "pages": stages["after_vacuum"]["table"]["pages"], "all_visible": 1.0,
+        "autovacuumed": False, "autoanalyzed": False}
+    for r in stages.values():
+        assert 0 < r["hybrid"]["p50"] <= r["hybrid"]["p95"]
+    assert _in_unit(report["latency_ms"]["medium"]["hybrid"]["vector_arm_recall@10"])
+
+
+def test_bench_latency_bad_sizes_is_one_line():
+    result = CliRunner().invoke(main, ["bench", "latency", "--sizes", "100x", "--quiet"])
+    assert result.exit_code == 1 and result.output.strip().count("\n") == 0
+    assert "expected sizes like 100000x1,5000x10" in result.output and "Traceback" not in result.output
+
+
 def _in_unit(x):
     return isinstance(x, float | int) and 0.0 <= x <= 1.0
 
@@ -383,3 +441,51 @@ def test_bench_peers_small(server_url):
         else:
             for q in queries:
                 assert _in_unit(report[peer][q]["recall@10"]) and report[peer][q]["p50"] > 0
+
+
+def test_real_units_turns_and_sentences():
+    from pyrecall.bench import real_ann
+
+    units, questions = real_ann.read_units(SAMPLE)
+    turns, same = real_ann.read_units(SAMPLE, sentences=False)
+    assert same == questions and len(questions) == 13 and len(set(units)) == len(units)
+    assert set(turns) < set(units)                      # the turns, and sentences of longer ones
+    extra = [u for u in units if u not in turns]
+    assert extra and all(len(u.split()) >= 3 and any(u in t for t in turns) for u in extra)
+
+
+def test_bench_ann_on_real_embeddings_small(server_url):
+    """The real-embedding check end to end on our LoCoMo-format sample (30 texts: below an own
+    index, so the exact scan answers and recall is 1.0 whatever the width)."""
+    result = CliRunner().invoke(main, [
+        "bench", "ann", "--data", str(SAMPLE), "--ef-search", "10,40", "--json", "--quiet",
+        "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["units"], report["questions"], report["ef_values"]) == (30, 13, [10, 40])
+    for name in ("real", "topic"):
+        r = report[name]
+        assert r["chunks"] == 30 and r["queries"] == 13 and "path exact (30 rows)" in r["path"]
+        assert r["arm_recall@10"] == 1.0 and r["recall@10_by_ef_search"] == {"10": 1.0, "40": 1.0}
+        assert -1 <= r["similarity"]["top10"] <= r["similarity"]["top1"] <= 1
+
+
+@pytest.mark.parametrize("value, message", [("10,x", "expected widths like"), ("0,40", "between 1 and 1000")])
+def test_bench_ann_bad_widths_are_usage_errors(value, message):
+    result = CliRunner().invoke(main, ["bench", "ann", "--data", str(SAMPLE), "--ef-search", value])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_bench_mcp_small(server_url):
+    """`bench mcp`, small: the MCP server started for the largest agent answers every timed
+    recall call over stdio; the report has its shape (no figure asserted)."""
+    pytest.importorskip("mcp")
+    result = CliRunner().invoke(main, ["bench", "mcp", "--chunks", "300", "--agents", "2",
+                                       "--calls", "5", "--warmup", "2", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["chunks"] >= 300 and report["agent"] == "agent-00000"
+    assert report["recall_ms"]["n"] == 5 and report["rows_per_call"] > 0
+    assert report["sources"] == ["hybrid"]
+    for stats in (report["recall_ms"], report["parts"]["embed_ms"], report["parts"]["hybrid_recall_ms"]):
+        assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]

@@ -170,3 +170,106 @@ def test_filters_inside_the_search_on_the_largest_agent(table, conn, name, kw, k
     _say(f"{BIG}, {name}: recall@10 {np.mean(recalls):.3f}")
     assert expected_path in path(conn, BIG, sample(), **kw)
     assert np.mean(recalls) >= 0.99
+
+
+# ------------------------------------------------------------------ topic mixtures, per-size width
+# Vectors shaped like real embeddings (pyrecall.bench.latency: each chunk a random mix of two of
+# 256 topic directions plus noise, queries away from every stored vector), at a size CI can
+# afford: two agents with indexes of their own (5,000 and 2,500 chunks). On such data an HNSW
+# graph needs a search width that grows with its size; recall.config ann_ef_search_by_rows
+# gives it per index, and these tests set a deliberately small table to see it chosen.
+
+from pyrecall.bench import latency  # noqa: E402
+
+TOPIC_SIZES = {"topics-5000": 5000, "topics-2500": 2500}
+
+
+@pytest.fixture(scope="module")
+def topics(server_url, template_url):
+    url = new_database(server_url)
+    synth = latency.Synth(5, "topic")
+    planned = latency.plan_agents(synth, list(TOPIC_SIZES.values()))
+    names, parts = [], []
+    for a, name in zip(planned, TOPIC_SIZES, strict=True):
+        t = a.topics[synth.rng.integers(0, len(a.topics), a.size)]
+        parts.append(synth.chunk_vectors(t, t % latency.SUBTOPICS))
+        names += [name] * a.size
+    agents, vecs = np.array(names, dtype=object), np.concatenate(parts)
+    queries = {name: [synth.query_vector(int(a.topics[synth.rng.integers(0, len(a.topics))]))
+                      for _ in range(QUERIES)] for a, name in zip(planned, TOPIC_SIZES, strict=True)}
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        bench.load(conn, agents, vecs, n_words=4)
+        conn.execute("select * from recall.create_vector_index('hnsw')").fetchall()
+        assert {r["agent_id"] for r in _index.index_info(conn)} == set(TOPIC_SIZES)
+    yield url, agents, vecs, queries
+    drop_database(server_url, url)
+
+
+@pytest.fixture
+def tconn(topics):
+    with psycopg.connect(topics[0], autocommit=True) as c:
+        register_vector(c)
+        c.execute("update recall.config set value = '1' where key = 'ann_min_ef_search'")
+        c.execute("set hnsw.ef_search = 10")          # the caller's value is a floor too
+        yield c
+        c.execute("update recall.config set value = '200' where key = 'ann_min_ef_search'")
+        c.execute("""update recall.config set value = '{"0": 200, "50000": 400, "200000": 600, "500000": 800}'
+                     where key = 'ann_ef_search_by_rows'""")
+
+
+def _topic_recall(topics, conn, agent) -> tuple[float, str]:
+    _, agents, vecs, queries = topics
+    rows = np.nonzero(agents == agent)[0]
+    recalls = []
+    for q in queries[agent]:
+        got = arm(conn, agent, q)
+        recalls.append(len(set(got) & set(bench.exact_top(vecs, rows, q, 10))) / 10)
+    return float(np.mean(recalls)), path(conn, agent, queries[agent][0])
+
+
+def test_topic_mixtures_search_width_by_index_size(topics, tconn):
+    """The step table gives each index its width: 4,000 rows and more, 200; fewer, 10. The
+    larger agent then finds the true top 10; the smaller, searched at 10, misses some."""
+    tconn.execute("""update recall.config set value = '{"0": 10, "4000": 200}'
+                     where key = 'ann_ef_search_by_rows'""")
+    big, big_path = _topic_recall(topics, tconn, "topics-5000")
+    small, small_path = _topic_recall(topics, tconn, "topics-2500")
+    _say(f"topic mixtures: 5,000 chunks at width 200: recall@10 {big:.3f}; 2,500 at width 10: {small:.3f}")
+    assert "(hnsw, 5000 rows), ef_search = 200" in big_path
+    assert "(hnsw, 2500 rows), ef_search = 10" in small_path
+    assert big >= 0.99
+    assert small < big
+
+
+def test_topic_mixtures_tuned_from_a_measured_curve(topics, tconn):
+    """tune_vector_search measures the curve on the data (vector_search_curve) and writes
+    the step table; with it, both agents find the true top 10."""
+    curve = tconn.execute("select index_rows, ef_search, recall_at_10 from recall.vector_search_curve("
+                          "'{10,20,40,100,200}', 20)").fetchall()
+    assert sorted({r[0] for r in curve}) == [2500, 5000] and len(curve) == 10
+    for rows in (2500, 5000):                         # recall grows with the width (the ends)
+        r = {ef: rec for n, ef, rec in curve if n == rows}
+        assert 0 <= r[10] <= r[200] <= 1 and r[200] >= 0.95
+    done = tconn.execute("""select * from recall.tune_vector_search(
+                              '{"ann_ef_search_by_rows": "measure", "target_recall": 0.995}')""").fetchall()
+    steps = tconn.execute("select value from recall.config where key = 'ann_ef_search_by_rows'").fetchone()[0]
+    _say(f"topic mixtures: measured step table {steps} ({done[0][0]})")
+    assert set(steps) == {"0", "2500"} and 1 <= steps["0"] <= steps["2500"] <= 1000
+    for agent in TOPIC_SIZES:
+        recall, _ = _topic_recall(topics, tconn, agent)
+        assert recall >= 0.99, (agent, recall, steps)
+
+
+@pytest.mark.parametrize("value, message", [
+    ('{"x": 5}', "ann_ef_search_by_rows must be"),
+    ('{"0": 5000}', "ann_ef_search_by_rows must be"),
+    ('{}', "ann_ef_search_by_rows must be"),
+    ('"sometimes"', "ann_ef_search_by_rows must be"),
+])
+def test_tune_rejects_a_bad_step_table(tconn, value, message):
+    before = tconn.execute("select value from recall.config where key = 'ann_ef_search_by_rows'").fetchone()
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        tconn.execute("select recall.tune_vector_search(jsonb_build_object('ann_ef_search_by_rows', %s::jsonb))",
+                      [value])
+    assert tconn.execute("select value from recall.config where key = 'ann_ef_search_by_rows'").fetchone() == before

@@ -8,6 +8,7 @@ tests are about the indexes, not about chunking.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import threading
 import time
@@ -39,7 +40,7 @@ def load(conn, sizes: dict[str, int], *, seed: int = 0):
 
 def config(conn, **values):
     for key, value in values.items():
-        conn.execute("update recall.config set value = to_jsonb(%s::int) where key = %s", [value, key])
+        conn.execute("update recall.config set value = %s::jsonb where key = %s", [json.dumps(value), key])
 
 
 def has_vectorscale(conn) -> bool:
@@ -363,7 +364,7 @@ def test_paths(small):
     assert "path exact (600 rows)" in path_of(conn, "big", q)          # no index yet: exact
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}')")
     big = conn.execute("select recall._agent_index_name('big')").fetchone()[0]
-    assert f"path ANN via recall.{big} (hnsw), ef_search = 200" in path_of(conn, "big", q)
+    assert f"path ANN via recall.{big} (hnsw, 600 rows), ef_search = 200" in path_of(conn, "big", q)
     conn.execute("set enable_sort = off")       # at 600 rows B-tree + sort is cheaper; not at 2000+
     assert f"Index Scan using {big} on chunks" in plans_of(conn, "big", q)
     conn.execute("reset enable_sort")
@@ -377,7 +378,8 @@ def test_paths(small):
     # no index of its own, above exact_scan_max_rows, with a whole-table index: iterative scan
     conn.execute("select recall.create_vector_index('hnsw', '{\"m\": 8}', 'table')")
     config(conn, exact_scan_max_rows=100)
-    assert "path ANN via recall.chunks_embedding_idx (hnsw)" in path_of(conn, "big", q)
+    n_table = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+    assert f"path ANN via recall.chunks_embedding_idx (hnsw, {n_table} rows)" in path_of(conn, "big", q)
     conn.execute("select recall.drop_vector_index()")
     assert "no ANN index: refresh the indexes" in path_of(conn, "big", q)
 
@@ -419,6 +421,11 @@ def test_knobs_are_restored_and_a_larger_caller_value_wins(small):
     config(conn, ann_min_ef_search=250)
     assert "ef_search = 250" in path_of(conn, "big", q)                  # the floor is configurable
     assert "ef_search = 300" in path_of(conn, "big", q, n=300)           # n itself is a floor
+    config(conn, ann_min_ef_search=10, ann_ef_search_by_rows={"0": 20, "500": 90, "10000": 500})
+    assert "(hnsw, 600 rows), ef_search = 90" in path_of(conn, "big", q)  # the width for its size
+    config(conn, ann_ef_search_by_rows={"0": 20, "700": 90})
+    assert "(hnsw, 600 rows), ef_search = 40" in path_of(conn, "big", q)  # 20, below the session's 40
+    config(conn, ann_min_ef_search=250)
     with conn.transaction():                                             # through hybrid_recall too
         conn.execute("set local hnsw.ef_search = 7")
         conn.execute("select count(*) from recall.hybrid_recall('big', 'x', %s)", [q]).fetchone()

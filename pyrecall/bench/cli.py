@@ -86,6 +86,7 @@ def bench():
     Example:
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json
       pyrecall bench latency --chunks 20000 --agents 50
+      pyrecall bench ann --data ../shared/data/locomo/locomo-dev.json
     """
 
 
@@ -232,6 +233,18 @@ def _client_counts(ctx, param, value: str) -> list[int]:
                    "latency under load, one measurement per count ('' for none).")
 @click.option("--clients-seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds each --clients count runs.")
+@click.option("--sizes", default=None, metavar="N[xK],...",
+              help="Chunks per agent instead of --chunks/--agents, e.g. "
+                   "100000x1,5000x10,200x100,20x1000 (one agent of 100k, ten of 5k, ...).")
+@click.option("--vectors", type=click.Choice(["cluster", "topic"]), default="cluster",
+              show_default=True,
+              help="cluster: clean clusters (topic centre + sub-topic + noise); topic: each chunk "
+                   "a random mix of two of its agent's topics (of 256) plus noise, queries away "
+                   "from every stored vector, shaped like real embeddings.")
+@click.option("--after-embed", is_flag=True,
+              help="Also time hybrid_recall right after the vectors are written (indexes built, "
+                   "ANALYZE, no VACUUM; autovacuum off the table meanwhile), then after each "
+                   "maintenance step in turn.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
@@ -240,7 +253,7 @@ def _client_counts(ctx, param, value: str) -> list[int]:
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
 def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, clients,
-                clients_seconds, seed, as_json, dsn, quiet):
+                clients_seconds, sizes, vectors, after_embed, seed, as_json, dsn, quiet):
     """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
 
     Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
@@ -254,14 +267,17 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, cli
     Example:
       pyrecall bench latency --chunks 1000000 --agents 1000 --json
       pyrecall bench latency --chunks 20000 --agents 50
+      pyrecall bench latency --sizes 100000x1,5000x10,200x100,20x1000 --vectors topic
     """
     from . import latency
 
+    agent_sizes = latency.parse_sizes(sizes) if sizes is not None else None
     with _progress(not quiet) as progress:
         report = latency.run(n_chunks, n_agents, dsn=dsn, seed=seed,
                              queries_per_class=queries_per_class, ef_search=ef_search,
                              load_jobs=load_jobs, clients=clients,
-                             clients_seconds=clients_seconds, progress=progress)
+                             clients_seconds=clients_seconds, sizes=agent_sizes, vectors=vectors,
+                             measure_after_embed=after_embed, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -282,7 +298,7 @@ def _print_latency(report: dict) -> None:
                   f"vectors {report['vectors_s']} s; index build {report['index']['build_s']} s; "
                   f"database {report['size_gib_per_million_chunks']['database']} GiB per million chunks")
     table = Table(title=f"latency ms (p50 / p95 / p99) and recall@10 vs exact, "
-                        f"ef_search={report['ef_search']}")
+                        f"{report.get('vectors', 'cluster')} vectors, ef_search={report['ef_search']}")
     for col in ("agents", "n", "(a) exact", "(b) ANN", "ANN r@10", "(c) hybrid_recall",
                 "arm r@10", "(d) session_recall", "(c)/(a) p50"):
         table.add_column(col, justify="right")
@@ -294,6 +310,16 @@ def _print_latency(report: dict) -> None:
                       f"{r['hybrid']['vector_arm_recall@10']:.3f}", trio(r["session"]),
                       f"{r['hybrid_over_exact']['p50']}")
     console.print(table)
+    if report.get("after_embed"):
+        table = Table(title="hybrid_recall right after the vectors were written, then after each "
+                            "maintenance step (ms p50 / p95 / p99)")
+        for col in ("state", "ms", "dead tuples", "all-visible pages", "step s"):
+            table.add_column(col, justify="right")
+        for name, r in report["after_embed"].items():
+            h, t = r["hybrid"], r["table"]
+            table.add_row(name.replace("_", " "), f"{h['p50']:.1f} / {h['p95']:.1f} / {h['p99']:.1f}",
+                          f"{t['dead']:,}", f"{t['all_visible']}", f"{r['step_s']}")
+        console.print(table)
     load = report.get("under_load") or {}
     if load.get("by_clients"):
         table = Table(title=f"hybrid_recall under load: {load['queries']} queries of every size "
@@ -304,6 +330,76 @@ def _print_latency(report: dict) -> None:
             table.add_row(n, f"{r['qps']:,.0f}", f"{r['qps_over_first']:.2f}",
                           f"{r['p50']:.1f} / {r['p95']:.1f} / {r['p99']:.1f}", str(r["n_queries"]))
         console.print(table)
+
+
+def _ef_values(ctx, param, value: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in value.replace(" ", "").split(",") if x})
+    except ValueError:
+        raise click.BadParameter(f"expected widths like 10,40,200, got {value!r}") from None
+    if not values or values[0] < 1 or values[-1] > 1000:
+        raise click.BadParameter("each width must be between 1 and 1000")
+    return values
+
+
+@bench.command("ann")
+@click.option("--data", "data", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A LoCoMo JSON file: its turns (and their sentences) are the text, its "
+                   "questions the queries.")
+@click.option("--sentences/--turns-only", default=True, show_default=True,
+              help="Also each sentence of a turn of several, as a chunk of its own (more real vectors).")
+@click.option("--ef-search", "ef_values", callback=_ef_values, default="10,20,40,100,200,400",
+              show_default=True, help="Search widths of the recall curve, comma-separated.")
+@click.option("--compare/--no-compare", default=True, show_default=True,
+              help="Also an agent of as many topic-mixture vectors (bench latency --vectors "
+                   "topic), measured the same way.")
+@click.option("--model", default=None, help="Embedding model (default: the configured one, "
+                                            "all-MiniLM-L6-v2 locally).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@_handle_errors
+def ann_cmd(data, sentences, ef_values, compare, model, as_json, dsn, quiet):
+    """The vector arm on real embeddings: recall@10 against the exact scan on MiniLM vectors
+    of real text (LoCoMo turns and sentences), real questions as queries.
+
+    The texts are one agent's chunks with an HNSW index of its own (recall.create_vector_index);
+    each question asks recall._vector_arm as hybrid_recall does (100 candidates, the configured
+    search widths), then for 10 rows at each --ef-search width: the recall curve. With
+    --compare, topic-mixture vectors of the same count beside them.
+
+    \b
+    Example:
+      pyrecall bench ann --data ../shared/data/locomo/locomo-dev.json
+    """
+    from . import real_ann
+
+    with _progress(not quiet) as progress:
+        report = real_ann.run(data, dsn=dsn, model=model, sentences=sentences, ef_values=ef_values,
+                              compare=compare, progress=progress)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"vector arm vs exact, {report['units']:,} chunks per agent, "
+                        f"{report['questions']} queries ({report['model']})")
+    for col in ("vectors", "arm r@10 (100 cand.)", "min", "arm ms p50 / p95",
+                *(f"r@10 ef {ef}" for ef in report["ef_values"]), "sim top1 / 10th", "gap 10-11"):
+        table.add_column(col, justify="right")
+    for name in ("real", "topic"):
+        r = report.get(name)
+        if not r:
+            continue
+        sim = r["similarity"] or {}
+        table.add_row(name, f"{r['arm_recall@10']:.4f}", f"{r['arm_min_recall@10']:.1f}",
+                      f"{r['arm_ms']['p50']:.1f} / {r['arm_ms']['p95']:.1f}",
+                      *(f"{r['recall@10_by_ef_search'][str(ef)]:.3f}" for ef in report["ef_values"]),
+                      f"{sim.get('top1', 0):.3f} / {sim.get('top10', 0):.3f}", f"{sim.get('gap_10_11', 0):.4f}")
+    _console().print(table)
+    _console().print(f"path: {report['real']['path']}")
 
 
 @bench.command("plot")
@@ -472,3 +568,43 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
     from . import ingest
 
     click.echo(json.dumps(ingest.run(n_messages, n_sessions, words, dsn=dsn), indent=2))
+
+
+@bench.command("mcp")
+@click.option("--chunks", "n_chunks", type=click.IntRange(10), default=100_000, show_default=True,
+              help="Chunks in the database.")
+@click.option("--agents", "n_agents", type=click.IntRange(1), default=1, show_default=True,
+              help="Agents (Zipf sizes); the server acts for the largest.")
+@click.option("--calls", type=click.IntRange(1), default=200, show_default=True,
+              help="recall calls timed (after --warmup calls that are not).")
+@click.option("--warmup", type=click.IntRange(1), default=10, show_default=True)
+@click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--budget", "token_budget", type=click.IntRange(0), default=None, metavar="TOKENS",
+              help="token_budget of each call [default: none].")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@_handle_errors
+def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
+    """Latency of the MCP server's recall tool, seen from a connected client.
+
+    Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
+    agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
+    round trip, the query embedded by the local model, recall.hybrid_recall). Prints one
+    JSON report: p50/p95/p99 in ms, connect time, first-call time.
+
+    \b
+    Example:
+      pyrecall bench mcp --chunks 100000 --calls 200
+      pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
+    """
+    import time
+
+    from . import mcp_latency
+
+    t = time.perf_counter()
+    report = mcp_latency.run(n_chunks, n_agents, calls=calls, warmup=warmup, k=k,
+                             token_budget=token_budget, seed=seed, dsn=dsn,
+                             log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+    click.echo(json.dumps(report, indent=2))

@@ -21,6 +21,7 @@ asking at once (:func:`throughput`).
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import statistics
@@ -71,10 +72,28 @@ def agent_sizes(n_chunks: int, n_agents: int, s: float = 1.0, min_size: int = 10
     return sizes.tolist()
 
 
-class Synth:
-    """The seeded generator of words and vectors."""
+VECTOR_KINDS = ("cluster", "topic")
+TOPIC_NOISE = 1.2                   # topic mixtures: noise of each stored vector (norm, ~) ...
+QUERY_NOISE = 1.5                   # ... and of each query: it sits away from every stored vector
 
-    def __init__(self, seed: int = 7):
+
+class Synth:
+    """The seeded generator of words and vectors.
+
+    ``vectors="cluster"``: each chunk near its session's topic centre and one of 16 sub-topic
+    directions (clean clusters, which an HNSW graph navigates easily). ``vectors="topic"``:
+    each chunk a random mix of its session's topic and any other of the 256 topic directions,
+    plus noise larger than the mix; queries are such mixes with more noise still. Shaped like
+    real embeddings, where every text touches several subjects and a question sits away from
+    the statement that answers it (see :func:`topic_mixture`): on 100k chunks of one agent
+    the nearest neighbours are at cosine similarity ~0.33 and the 10th and 11th differ by
+    ~0.002, so that HNSW at ef_search 200 finds ~0.96 of the true top 10 (clusters: 1.0).
+    """
+
+    def __init__(self, seed: int = 7, vectors: str = "cluster"):
+        if vectors not in VECTOR_KINDS:
+            raise ValueError(f"vectors must be one of {', '.join(VECTOR_KINDS)}, got {vectors!r}")
+        self.kind = vectors
         self.rng = np.random.default_rng(seed)
         rng = np.random.default_rng(seed + 1)
         words = set()
@@ -107,6 +126,50 @@ class Synth:
         g = self.rng.standard_normal((len(topics), DIM)).astype(np.float32) / math.sqrt(DIM)
         v = self.centres[topics] + 0.7 * self.sub[topics, subs] + noise * g
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    def mixtures(self, first: np.ndarray, second: np.ndarray, noise: float = TOPIC_NOISE) -> np.ndarray:
+        """Topic mixtures over this generator's 256 topic directions (:func:`topic_mixture`)."""
+        return topic_mixture(self.centres, first, second, self.rng, noise=noise)
+
+    def chunk_vectors(self, topics: np.ndarray, subs: np.ndarray) -> np.ndarray:
+        """The vectors of chunks whose sessions are about ``topics`` (``subs``: sub-topics, for clusters)."""
+        if self.kind == "cluster":
+            return self.vectors(topics, subs)
+        return self.mixtures(topics, self._other_topic(topics))
+
+    def query_vector(self, topic: int) -> np.ndarray:
+        """A query about ``topic``, of the generator's shape."""
+        if self.kind == "cluster":
+            return self.vectors(np.array([topic]), np.array([int(self.rng.integers(0, SUBTOPICS))]))[0]
+        first = np.array([topic])
+        return self.mixtures(first, self._other_topic(first), noise=QUERY_NOISE)[0]
+
+    def _other_topic(self, topics: np.ndarray) -> np.ndarray:
+        """For each of ``topics``, another of the 256, drawn at random."""
+        other = self.rng.integers(0, N_TOPICS - 1, len(topics))
+        return other + (other >= topics)
+
+
+def topic_mixture(directions: np.ndarray, first: np.ndarray, second: np.ndarray,
+                  rng: np.random.Generator, *, noise: float = TOPIC_NOISE) -> np.ndarray:
+    """Unit vectors shaped like real embeddings: ``w * directions[first] + (1 - w) *
+    directions[second]`` (w uniform in 0.2..0.8) plus isotropic noise of norm ~``noise``.
+
+    Unlike clean clusters, the noise spans every dimension, so the neighbourhoods have a high
+    intrinsic dimension, as real text embeddings do: an HNSW graph then needs a wider search
+    (ef_search) to find the true nearest neighbours, the more so the more vectors it holds.
+
+    >>> rng = np.random.default_rng(0)
+    >>> d = rng.standard_normal((256, DIM)); d /= np.linalg.norm(d, axis=1, keepdims=True)
+    >>> v = topic_mixture(d, np.array([1, 2]), np.array([3, 4]), rng)
+    >>> v.shape, bool(np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5))
+    ((2, 384), True)
+    """
+    w = rng.uniform(0.2, 0.8, (len(first), 1)).astype(np.float32)
+    g = rng.standard_normal((len(first), directions.shape[1])).astype(np.float32)
+    g *= noise / math.sqrt(directions.shape[1])
+    v = w * directions[first] + (1 - w) * directions[second] + g
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
 @dataclass
@@ -265,7 +328,7 @@ def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], 
         part = rows[i:i + batch]
         topics = np.array([topic_of[sid] for _, sid, _ in part])
         subs = np.array([(zlib.crc32(sid.encode()) + seq // 2) % SUBTOPICS for _, sid, seq in part])
-        vecs = synth.vectors(topics, subs)
+        vecs = synth.chunk_vectors(topics, subs)
         with conn.transaction():
             conn.execute("truncate bench_vectors")
             with conn.cursor().copy("copy bench_vectors (chunk_id, embedding) from stdin "
@@ -345,9 +408,7 @@ def make_queries(synth: Synth, agents: list[Agent], per_class: int) -> dict[str,
         for _ in range(per_class):
             a = members[int(synth.rng.integers(0, len(members)))]
             topic = int(a.topics[synth.rng.integers(0, len(a.topics))])
-            sub = int(synth.rng.integers(0, SUBTOPICS))
-            qs.append(Query(a, synth.vectors(np.array([topic]), np.array([sub]))[0],
-                            synth.query_text(topic)))
+            qs.append(Query(a, synth.query_vector(topic), synth.query_text(topic)))
         out[cls] = qs
     return out
 
@@ -496,29 +557,120 @@ def _under_load(connect: Callable[[], psycopg.Connection], pool: list[Query], n:
 
 # ---------------------------------------------------------------- one run
 
+def parse_sizes(text: str) -> list[int]:
+    """'100000x1,5000x10,20' -> [100000, 5000 (ten times), 20]: chunks per agent.
+
+    >>> parse_sizes("300x2, 20")
+    [300, 300, 20]
+    """
+    sizes: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        size, x, times = part.partition("x")
+        try:
+            n, k = int(size), int(times if x else 1)
+        except ValueError:
+            raise ValueError(f"expected sizes like 100000x1,5000x10, got {part!r}") from None
+        if n < 1 or k < 1:
+            raise ValueError(f"sizes and counts must be positive, got {part!r}")
+        sizes += [n] * k
+    if not sizes:
+        raise ValueError("no agent sizes given")
+    return sizes
+
+
+def table_state(conn: psycopg.Connection) -> dict[str, Any]:
+    """What the write path left in recall.chunks: dead tuples, and the share of pages marked
+    all-visible (index-only scans skip the heap only there)."""
+    row = conn.execute("""select s.n_live_tup, s.n_dead_tup, c.relpages, c.relallvisible,
+                                 s.last_autovacuum, s.last_autoanalyze
+                          from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+                          where s.relid = 'recall.chunks'::regclass""").fetchone()
+    return {"live": row[0], "dead": row[1], "pages": row[2],
+            "all_visible": round(row[3] / row[2], 3) if row[2] else None,
+            "autovacuumed": row[4] is not None, "autoanalyzed": row[5] is not None}
+
+
+def hybrid_pass(conn: psycopg.Connection, queries: dict[str, list[Query]]) -> dict[str, Any]:
+    """hybrid_recall over every query once, in the order given (no warm-up): latency stats."""
+    times = [_timed(conn, HYBRID, [q.agent.agent_id, q.text, q.vector])[0]
+             for qs in queries.values() for q in qs]
+    return _stats(times)
+
+
+def after_embed(conn: psycopg.Connection, queries: dict[str, list[Query]]) -> dict[str, Any]:
+    """hybrid_recall right after every chunk got its vector by UPDATE (as the embedding
+    worker writes them), then after each of the things autovacuum would eventually do, one
+    at a time, so that the cost of each shows: reading every row once (sets the hint bits),
+    cleaning the GIN pending lists, VACUUM (dead tuples, visibility map)."""
+    out: dict[str, Any] = {}
+    steps: list[tuple[str, Callable[[], Any] | None]] = [
+        ("right_after", None),
+        ("again", None),
+        ("after_reading_every_row", lambda: conn.execute("select count(*) from recall.chunks where length(content) >= 0").fetchone()),
+        ("after_gin_clean_pending_list", lambda: conn.execute(
+            "select sum(gin_clean_pending_list(i.indexrelid::regclass))::bigint from pg_index i "
+            "join pg_class c on c.oid = i.indexrelid join pg_am am on am.oid = c.relam "
+            "where i.indrelid = 'recall.chunks'::regclass and am.amname = 'gin'").fetchone()),
+        ("after_vacuum", lambda: conn.execute("vacuum recall.chunks")),
+    ]
+    for name, action in steps:
+        t = time.perf_counter()
+        result = action() if action is not None else None
+        took = time.perf_counter() - t
+        state = table_state(conn)
+        out[name] = {"hybrid": hybrid_pass(conn, queries), "step_s": round(took, 2), "table": state}
+        if name == "after_gin_clean_pending_list":
+            out[name]["pending_pages_cleaned"] = result[0]
+    return out
+
+
 def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, seed: int = 7,
         queries_per_class: int = 100, ef_search: int = 40, load_jobs: int = 1,
         clients: list[int] | None = None, clients_seconds: float = 10.0,
+        sizes: list[int] | None = None, vectors: str = "cluster", measure_after_embed: bool = False,
         progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
-    """Generate, load, index and time; return the report of ``pyrecall bench latency --json``."""
+    """Generate, load, index and time; return the report of ``pyrecall bench latency --json``.
+
+    ``sizes``: chunks per agent (instead of ``n_chunks`` over ``n_agents`` by Zipf's law);
+    ``vectors``: "cluster" or "topic" (see :class:`Synth`); ``measure_after_embed``: first
+    build the indexes and ANALYZE right after writing the vectors, time hybrid_recall then
+    and after each maintenance step (:func:`after_embed`), before the usual measurement.
+    """
     from ._scratch import scratch_database
     from .locomo import _connect
 
-    synth = Synth(seed)
-    agents = plan_agents(synth, agent_sizes(n_chunks, n_agents))
+    synth = Synth(seed, vectors)
+    agents = plan_agents(synth, sizes if sizes else agent_sizes(n_chunks, n_agents))
+    n_agents = len(agents)
+    fresh = None
     with scratch_database(dsn) as url, _connect(url) as conn:
         server = conn.execute("select version()").fetchone()[0]
         loaded = load(conn, synth, agents, jobs=load_jobs, connect=lambda: _connect(url),
                       progress=progress)
         chunks = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+        if measure_after_embed:                 # the state a first bulk load leaves
+            conn.execute("vacuum analyze recall.chunks")
+            conn.execute("vacuum analyze recall.messages")
+            # autovacuum would do the steps of after_embed at a moment of its choosing, in the
+            # middle of the measurement: kept off the table until they are measured one by one
+            conn.execute("alter table recall.chunks set (autovacuum_enabled = off)")
         vectors_s = set_embeddings(conn, synth, agents, progress=progress)
+        if measure_after_embed:
+            index = build_index(conn)
+            conn.execute("analyze recall.chunks")
+            conn.execute("select recall.summarize_sessions()")
+            fresh = after_embed(conn, make_queries(synth, agents, max(1, queries_per_class // 2)))
+            conn.execute("alter table recall.chunks reset (autovacuum_enabled)")
         t = time.perf_counter()
         conn.execute("vacuum analyze recall.chunks")
         conn.execute("vacuum analyze recall.messages")
         vacuum_s = time.perf_counter() - t
-        index = build_index(conn)
+        if not measure_after_embed:
+            index = build_index(conn)
         t = time.perf_counter()
-        conn.execute("select recall.summarize_sessions()")
+        conn.execute("select recall.summarize_sessions()")    # (again, if measure_after_embed: a no-op)
         summarize_s = time.perf_counter() - t
         sizes = dict(zip(("database", "chunks_total", "chunks_heap", "ann_index", "messages_total"),
                          conn.execute("""select pg_database_size(current_database()),
@@ -529,6 +681,8 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
                                 and am.amname in ('hnsw', 'diskann')), 0),
                     pg_total_relation_size('recall.messages')""").fetchone(), strict=True))
         queries = make_queries(synth, agents, queries_per_class)
+        config = {k: json.loads(v) for k, v in conn.execute(
+            "select key, value::text from recall.config where key ~ '^(ann_|exact_scan|agent_index)' order by key")}
         results = measure(conn, queries, ef_search=ef_search, progress=progress)
         under_load = throughput(lambda: _connect(url), queries, list(clients or []),
                                 seconds=clients_seconds, ef_search=ef_search, progress=progress)
@@ -545,6 +699,9 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
         "size_bytes": {k: int(v) for k, v in sizes.items()},
         "size_gib_per_million_chunks": {k: round(int(v) * per_million / 2**30, 3) for k, v in sizes.items()},
         "ef_search": ef_search,
+        "vectors": vectors,
+        "vector_search_config": config,
+        "after_embed": fresh,
         "server": server,
         "latency_ms": results,
         "under_load": under_load,

@@ -513,7 +513,9 @@ begin
       set message_ids     = excluded.message_ids,
           content         = excluded.content,
           created_at      = excluded.created_at,
-          importance      = excluded.importance,
+          -- an importance set by hand (recall.set_importance) is kept
+          importance      = case when c.importance_set_at is null then excluded.importance
+                                 else c.importance end,
           metadata        = excluded.metadata,
           -- same text: keep the embedding and the exact token count; new text: pending again
           n_tokens        = case when c.content = excluded.content then c.n_tokens else excluded.n_tokens end,
@@ -523,10 +525,10 @@ begin
           embed_attempts  = case when c.content = excluded.content then c.embed_attempts else 0 end,
           embed_error     = case when c.content = excluded.content then c.embed_error end,
           embed_after     = case when c.content = excluded.content then c.embed_after end
-      where (c.message_ids, c.content, c.created_at, c.importance, c.metadata)
+      where (c.message_ids, c.content, c.created_at, c.metadata)
             is distinct from
-            (excluded.message_ids, excluded.content, excluded.created_at, excluded.importance,
-             excluded.metadata)
+            (excluded.message_ids, excluded.content, excluded.created_at, excluded.metadata)
+         or (c.importance_set_at is null and c.importance is distinct from excluded.importance)
     returning 1
   )
   select (select count(*) from written) + (select count(*) from removed) into changed;

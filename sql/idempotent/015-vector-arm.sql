@@ -26,6 +26,22 @@ as $$
   limit p_n
 $$;
 
+-- _ef_search_for_rows: the search width a step table {"rows": width, ...} (recall.config
+-- ann_ef_search_by_rows) gives an index of index_rows rows: the width of the largest key <=
+-- index_rows; 0 when no key applies (or no table). Keys that are not whole numbers are ignored.
+create or replace function recall._ef_search_for_rows(steps jsonb, index_rows bigint)
+returns int
+language sql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select coalesce((select (s.value #>> '{}')::int
+                   from jsonb_each(case when jsonb_typeof(steps) = 'object' then steps end) s
+                   where s.key ~ '^\d{1,18}$' and s.key::bigint <= coalesce(index_rows, 0)
+                     and s.value #>> '{}' ~ '^\d{1,9}$'
+                   order by s.key::bigint desc
+                   limit 1), 0)
+$$;
+
 -- _vector_arm: the top n chunks of one agent by cosine distance, every filter applied inside
 -- the search, so that n rows come back whenever n rows qualify; ordered by distance, then
 -- chunk_id. The contract is the TRUE top n; the ANN paths approach it (recall@10 >= 0.99 as
@@ -54,8 +70,13 @@ $$;
 -- SET client_min_messages = debug1 shows the path taken, and the knobs, for each call.
 --
 -- Query-time knobs, honoured, never lowered: hnsw.ef_search / diskann.query_search_list_size
--- are raised to at least recall.config ann_min_ef_search (200: recall@10 0.997 at 100k
--- chunks per agent, docs/DBA.md) and n; diskann.query_rescore to at least n;
+-- are raised to at least the search width for the size of the index searched, n, and
+-- recall.config ann_min_ef_search (200). The width by size is the step table recall.config
+-- ann_ef_search_by_rows ({"rows": width, ...}: the entry of the largest key <= the index's
+-- reltuples, read from pg_class): an HNSW graph needs a wider search the more vectors it holds,
+-- the more so when they are shaped like real embeddings (topic mixtures: at 100k chunks
+-- recall@10 0.981 at 200, 0.995 at 400; docs/DBA.md). recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- "measure"}') measures it on the data at hand (recall.vector_search_curve). diskann.query_rescore to at least n;
 -- hnsw.iterative_scan to relaxed_order unless the caller asked strict_order. A larger value
 -- set by the caller (SET, SET LOCAL, ALTER ROLE/DATABASE ... SET) wins. The values are set
 -- with set_config(..., true) for the ANN statement only and restored right after it: the
@@ -76,6 +97,8 @@ declare
   exact_max int;
   own_min int;
   ef_min int;
+  ef_steps jsonb;
+  idx_rows bigint;
   n_rows int;
   max_tuples bigint;
   saved text[];
@@ -88,10 +111,11 @@ begin
   select
     coalesce(max(value::int) filter (where key = 'exact_scan_max_rows'), 20000),
     coalesce(max(value::int) filter (where key = 'agent_index_min_rows'), 2000),
-    coalesce(max(value::int) filter (where key = 'ann_min_ef_search'), 200)
-  into exact_max, own_min, ef_min
+    coalesce(max(value::int) filter (where key = 'ann_min_ef_search'), 200),
+    max(value::text) filter (where key = 'ann_ef_search_by_rows')::jsonb
+  into exact_max, own_min, ef_min, ef_steps
   from recall.config
-  where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search');
+  where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search', 'ann_ef_search_by_rows');
 
   select v.index_oid, v.method into idx_oid, idx_method from recall._agent_vector_index(p_agent_id) v;
   own := idx_oid is not null;
@@ -131,6 +155,10 @@ begin
                        / greatest(exact_max, 1));
   end if;
 
+  -- the search width for the size of the index searched (see the header)
+  idx_rows := (select greatest(c.reltuples, 0)::bigint from pg_class c where c.oid = idx_oid);
+  ef_min := greatest(ef_min, recall._ef_search_for_rows(ef_steps, idx_rows));
+
   -- the query-time knobs for this one statement (see the header), previous values kept
   saved := array[current_setting('hnsw.ef_search', true), current_setting('hnsw.iterative_scan', true),
                  current_setting('hnsw.max_scan_tuples', true),
@@ -157,8 +185,8 @@ begin
       least(2147483647, greatest(coalesce(nullif(saved[3], '')::bigint, 20000), max_tuples))::text, true);
   end if;
 
-  raise debug 'recall._vector_arm: agent %, path ANN via % (%), % = %, max_scan_tuples %',
-    p_agent_id, idx_oid::regclass, idx_method,
+  raise debug 'recall._vector_arm: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
+    p_agent_id, idx_oid::regclass, idx_method, idx_rows,
     case when idx_method = 'diskann' then 'query_search_list_size' else 'ef_search' end,
     case when idx_method = 'diskann' then current_setting('diskann.query_search_list_size', true)
          else current_setting('hnsw.ef_search', true) end,

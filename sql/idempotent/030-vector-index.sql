@@ -37,6 +37,15 @@ insert into recall.config (key, value) values
 , ('embedding_storage', '"main"')   -- STORAGE of the vector columns: main (inline) or external
 on conflict (key) do nothing;
 
+-- ann_ef_search_by_rows: the search width by the size of the index searched (recall._vector_arm
+-- takes the width of the largest key <= the index's rows; ann_min_ef_search stays the floor).
+-- Measured on topic-mixture vectors (docs/DBA.md): at 100k chunks recall@10 0.981 at 200, 0.995
+-- at 400; the steps above 200k are extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- "measure"}') re-measures it on your data (recall.vector_search_curve).
+insert into recall.config (key, value) values
+  ('ann_ef_search_by_rows', '{"0": 200, "50000": 400, "200000": 600, "500000": 800}')  -- rows -> hnsw.ef_search
+on conflict (key) do nothing;
+
 -- The vector columns' storage, as recall.config embedding_storage says (main by default).
 -- pgvector declares vector with STORAGE external: once a chunk's row passes ~2 kB (a 384-dim
 -- vector is 1.5 kB, plus the text and its tsvector) the vector is the first value moved out
@@ -623,10 +632,136 @@ as $$
   from knobs k
 $$;
 
+-- vector_search_curve: recall@10 against the exact scan, and time, of the ANN search through
+-- agents' own indexes at each search width of ef_values: for up to max_agents agents spread
+-- over the sizes (the largest agent of each quarter-decade of size, largest first), `queries`
+-- query vectors each: a chunk of the agent at random plus isotropic noise of the same norm
+-- (cosine ~0.7 to it: near what answers it, away from every stored vector, as a question
+-- sits). Slow by design (an exact
+-- scan per query: ~2 us per chunk of the agent); recall.tune_vector_search uses it to fill
+-- recall.config ann_ef_search_by_rows.
+create or replace function recall.vector_search_curve(
+  ef_values int[] default '{40,100,200,300,400,600,800,1000}', queries int default 20,
+  max_agents int default 6)
+returns table (index_name name, index_rows bigint, ef_search int, recall_at_10 double precision,
+               ms_per_query double precision)
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  a record;
+  q vector;
+  truth bigint[];
+  got bigint[];
+  hits int[];
+  ms double precision[];
+  n_q int;
+  t timestamptz;
+  knob text;
+  saved text[];
+  stmt text;
+begin
+  if ef_values is null or cardinality(ef_values) = 0
+     or exists (select from unnest(ef_values) e where e is null or e not between 1 and 1000) then
+    raise exception 'ef_values must be search widths between 1 and 1000, got %', ef_values using errcode = '22023';
+  end if;
+  if queries is null or queries not between 1 and 1000 or max_agents is null or max_agents < 1 then
+    raise exception 'queries must be between 1 and 1000 and max_agents at least 1' using errcode = '22023';
+  end if;
+  saved := array[current_setting('enable_sort'), current_setting('hnsw.ef_search', true),
+                 current_setting('hnsw.iterative_scan', true),
+                 current_setting('diskann.query_search_list_size', true)];
+  for a in
+    with own as (
+      select x.agent_id, ix.relname, greatest(ix.reltuples, 0)::bigint as n,
+             (select am.amname from pg_am am where am.oid = ix.relam) as method
+      from (select distinct c.agent_id from recall.chunks c) x
+      join pg_class ix on ix.relname = recall._agent_index_name(x.agent_id)
+                      and ix.relnamespace = 'recall'::regnamespace
+      join pg_index i on i.indexrelid = ix.oid and i.indisvalid)
+    select o.* from (select distinct on (floor(4 * log(greatest(own.n, 1)))) own.*
+                     from own order by floor(4 * log(greatest(own.n, 1))) desc, own.n desc) o
+    order by o.n desc
+    limit max_agents
+  loop
+    hits := array_fill(0, array[cardinality(ef_values)]);
+    ms := array_fill(0::double precision, array[cardinality(ef_values)]);
+    n_q := 0;
+    knob := case when a.method = 'diskann' then 'diskann.query_search_list_size' else 'hnsw.ef_search' end;
+    stmt := format('select array_agg(x.chunk_id) from (select c.chunk_id from recall.chunks c '
+                   'where c.agent_id = %L and %s and c.embedding is not null '
+                   'order by c.embedding <=> $1 limit 10) x',
+                   a.agent_id, recall._agent_key_predicate('c.agent_id', recall._agent_key(a.agent_id)));
+    for q in
+      select c.embedding + array(select random_normal(0, vector_norm(c.embedding) / sqrt(vector_dims(c.embedding)))
+                                 from generate_series(1, vector_dims(c.embedding)))::vector
+      from (select c.embedding from recall.chunks c
+            where c.agent_id = a.agent_id and c.embedding is not null
+            order by random() limit queries) c
+    loop
+      select array_agg(e.chunk_id) into truth
+      from recall._vector_exact(a.agent_id, q, 10, null, null, null, null, null) e;
+      n_q := n_q + 1;
+      perform set_config('enable_sort', 'off', true);
+      perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+      for i in 1 .. cardinality(ef_values) loop
+        perform set_config(knob, ef_values[i]::text, true);
+        t := clock_timestamp();
+        execute stmt into got using q;
+        ms[i] := ms[i] + extract(epoch from clock_timestamp() - t) * 1000;
+        hits[i] := hits[i] + (select count(*) from unnest(got) g where g = any (truth));
+      end loop;
+      perform set_config('enable_sort', saved[1], true);
+    end loop;
+    perform set_config('hnsw.ef_search', coalesce(saved[2], '40'), true);
+    perform set_config('hnsw.iterative_scan', coalesce(saved[3], 'off'), true);
+    if saved[4] is not null then
+      perform set_config('diskann.query_search_list_size', saved[4], true);
+    end if;
+    if n_q > 0 then
+      for i in 1 .. cardinality(ef_values) loop
+        return query select a.relname, a.n, ef_values[i],
+                            round(hits[i]::numeric / (10 * n_q), 4)::double precision,
+                            round((ms[i] / n_q)::numeric, 3)::double precision;
+      end loop;
+    end if;
+  end loop;
+end
+$$;
+
+-- _ef_search_steps: the step table ann_ef_search_by_rows that a measured curve gives: for each
+-- index measured (by size), the smallest width reaching target_recall (none reaches it: the
+-- widest measured), never narrower than for a smaller index; keyed by the size of the next
+-- smaller index measured (0 for the smallest), so that an agent between two measured sizes
+-- gets the width of the larger.
+create or replace function recall._ef_search_steps(target_recall double precision,
+                                                   ef_values int[] default null, queries int default null)
+returns jsonb
+language sql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+  with curve as (
+    select * from recall.vector_search_curve(coalesce(ef_values, '{40,100,200,300,400,600,800,1000}'),
+                                             coalesce(queries, 20))
+  ), best as (
+    select c.index_rows, coalesce(min(c.ef_search) filter (where c.recall_at_10 >= target_recall),
+                                  max(c.ef_search)) as ef
+    from curve c group by c.index_name, c.index_rows
+  ), steps as (
+    select coalesce(lag(b.index_rows) over w, 0) as from_rows, max(b.ef) over w as ef
+    from best b window w as (order by b.index_rows, b.ef)
+  )
+  select jsonb_object_agg(s.from_rows::text, s.ef) from steps s
+$$;
+
 -- tune_vector_search: persist query-time knobs for the database (or one role in it) with
 -- ALTER DATABASE / ALTER ROLE ... IN DATABASE ... SET; a JSON null resets one. New sessions
--- see them (and Citus workers, which session SETs do not reach).
+-- see them (and Citus workers, which session SETs do not reach). One key is recall.config's,
+-- for every role: ann_ef_search_by_rows, the search width by index size (a step table, or
+-- "measure": measured now by recall.vector_search_curve for recall@10 >= target_recall, 0.99
+-- by default; null: none, the floor ann_min_ef_search only).
 --   select recall.tune_vector_search('{"hnsw.ef_search": 200}');
+--   select recall.tune_vector_search('{"ann_ef_search_by_rows": "measure", "target_recall": 0.99}');
 create or replace function recall.tune_vector_search(settings jsonb, role_name text default null)
 returns setof text
 language plpgsql volatile security invoker
@@ -644,7 +779,33 @@ begin
   end if;
   target := case when role_name is null then format('database %I', current_database())
                  else format('role %I in database %I', role_name, current_database()) end;
-  for k, v in select * from jsonb_each(settings) loop
+  for k, v in select * from jsonb_each(settings) e where e.key <> 'target_recall' loop
+    if k = 'ann_ef_search_by_rows' then
+      -- a recall.config key, not a setting: the search width by index size (see 015-vector-arm)
+      if jsonb_typeof(v) = 'null' then
+        delete from recall.config c where c.key = k;
+        return next format('delete from recall.config where key = %L', k);
+        continue;
+      end if;
+      if v = '"measure"' then
+        v := recall._ef_search_steps(coalesce((settings ->> 'target_recall')::double precision, 0.99));
+        if v is null then
+          raise exception 'no agent has an index of its own to measure: build them first (recall.create_vector_index)'
+            using errcode = '55000';
+        end if;
+      end if;
+      if jsonb_typeof(v) <> 'object' or v = '{}'
+         or exists (select from jsonb_each(v) e
+                    where e.key !~ '^\d{1,18}$' or e.value #>> '{}' !~ '^\d{1,4}$'
+                       or (e.value #>> '{}')::int not between 1 and 1000) then
+        raise exception 'ann_ef_search_by_rows must be "measure", null or an object of rows -> width (1..1000) such as {"0": 200, "50000": 400}, got %', v
+          using errcode = '22023';
+      end if;
+      insert into recall.config (key, value) values (k, v)
+      on conflict (key) do update set value = excluded.value;
+      return next format('recall.config ann_ef_search_by_rows = %s', v);
+      continue;
+    end if;
     if jsonb_typeof(v) = 'null' then
       val := null;
     elsif k = 'hnsw.iterative_scan' then
@@ -664,7 +825,7 @@ begin
     elsif k = 'diskann.query_rescore' then
       val := recall._option_int(settings, k, 0, 1000);
     else
-      raise exception 'unknown setting "%"; valid: hnsw.ef_search, hnsw.iterative_scan, hnsw.max_scan_tuples, hnsw.scan_mem_multiplier, diskann.query_search_list_size, diskann.query_rescore', k
+      raise exception 'unknown setting "%"; valid: hnsw.ef_search, hnsw.iterative_scan, hnsw.max_scan_tuples, hnsw.scan_mem_multiplier, diskann.query_search_list_size, diskann.query_rescore, ann_ef_search_by_rows', k
         using errcode = '22023';
     end if;
     stmt := case when val is null then format('alter %s reset %s', target, k)

@@ -1,0 +1,549 @@
+"""``pyrecall mcp``: the agent's memory as Model Context Protocol tools.
+
+Built on the official ``mcp`` SDK (its ``MCPServer``, FastMCP's successor). The server acts for
+one agent and can never read or write another's rows: every call runs in a transaction as the
+``recall_agent`` role with ``recall.agent_id`` set to that agent, so PostgreSQL's row-level
+security filters every statement (and a login role bound with ``recall.bind_agent`` must be
+bound to the same agent, or the server refuses to serve). The arguments it passes name the
+agent too; they are not what isolates it.
+
+The embedding model is loaded once and the connections are kept open between calls: a call
+costs one query embedding and one SQL function call. A connection the server lost (database
+restart) fails before anything ran and is replaced: the next call reconnects.
+
+Tools (each returns structured content and a short text rendering): ``recall``, ``context``,
+``sessions``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
+from typing import Annotated
+
+import psycopg
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pgvector.psycopg import register_vector
+from pydantic import BaseModel, Field, ValidationError
+
+from . import _db, _migrate, _render
+from ._embed import Embedder, get_embedder
+from ._errors import ConfigError, PyrecallError
+from .client import Memory, Recall, RecallResult
+
+log = logging.getLogger("pyrecall.mcp")
+
+INSTRUCTIONS = """\
+pyrecall: long-term memory across sessions. `recall` searches past sessions by meaning and
+keywords; `context` gives the session-start summary (recent work, related work, failures to
+avoid); `sessions` lists recent sessions. Results carry ids."""
+
+CONNECT_TIMEOUT = 5  # seconds to wait for PostgreSQL before a call fails with one line
+POOL_SIZE = 4        # connections kept open between calls
+
+
+# ---------------------------------------------------------------- errors
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (a psycopg error: its primary message)."""
+    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
+        text = exc.diag.message_primary
+    else:
+        text = str(exc)
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------- connections bound to the agent
+
+AS_AGENT = ("select set_config('role', 'recall_agent', true), "
+            "set_config('recall.agent_id', %s, true)")
+
+
+def check_role(conn: psycopg.Connection, agent: str) -> None:
+    """Refuse a login role that cannot be bound to ``agent``: one that cannot act as
+    recall_agent, or one bound with recall.bind_agent to another agent (its binding wins over
+    the setting, whatever the server asks). Leaves the connection as it found it."""
+    user = conn.execute("select session_user").fetchone()[0]
+    try:
+        with conn.transaction():
+            conn.execute(AS_AGENT, [agent])
+            bound = conn.execute("select recall.bound_agent()").fetchone()[0]
+    except psycopg.errors.InsufficientPrivilege:
+        raise ConfigError(
+            f"the database role {user!r} cannot act as recall_agent, so the server cannot be "
+            f"bound to agent {agent!r} by row-level security: grant recall_agent to {user} (or "
+            f"bind it: select recall.bind_agent('{user}', '{agent}'))") from None
+    except (psycopg.errors.InvalidParameterValue, psycopg.errors.UndefinedFunction,
+            psycopg.errors.InvalidSchemaName):
+        raise ConfigError("the database has no recall schema (or an old one): run "
+                          "`pyrecall migrate`") from None
+    if bound is not None and bound != agent:
+        raise ConfigError(f"the database role {user!r} is bound to agent {bound!r}, not "
+                          f"{agent!r}: serve that agent (--agent {bound}) or log in as another role")
+
+
+class Pool:
+    """A few connections kept open between calls; each call runs in a transaction bound to
+    the agent.
+
+    ``connection()`` begins a transaction and sets, for that transaction only, the role
+    ``recall_agent`` (row-secured: a superuser or the owner loses its bypass) and the setting
+    ``recall.agent_id``: every statement of the call is filtered by row-level security, and
+    nothing outlives the transaction (a transaction-mode pooler such as PgBouncer may hand the
+    server connection to someone else afterwards). A connection the server closed (restart,
+    idle timeout) fails at ``begin``, before anything ran: it is dropped and the call goes on
+    a new one, so the call after a database restart just reconnects. Thread-safe.
+    """
+
+    def __init__(self, dsn: str, agent: str, *, size: int = POOL_SIZE,
+                 connect_timeout: int = CONNECT_TIMEOUT):
+        self.dsn, self.agent, self.size = dsn, agent, size
+        self.connect_timeout = connect_timeout
+        self._idle: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout)
+        except psycopg.OperationalError as exc:
+            raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+        try:
+            register_vector(conn)
+            check_role(conn, self.agent)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _begin(self) -> psycopg.Connection:
+        """A connection in a transaction bound to the agent (a reused one that turns out
+        dead is replaced)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            fresh = conn is None
+            if fresh:
+                conn = self._connect()
+            try:
+                conn.execute("begin")
+                conn.execute(AS_AGENT, [self.agent])
+                return conn
+            except psycopg.OperationalError as exc:
+                conn.close()
+                if fresh:
+                    raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        conn = self._begin()
+        try:
+            yield conn
+            conn.execute("commit")
+        except BaseException:
+            if not (conn.closed or conn.broken):
+                try:
+                    conn.execute("rollback")
+                except psycopg.Error:
+                    conn.close()
+            raise
+        finally:
+            self._give_back(conn)
+
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class _Client(Recall):
+    """The Python client on a pooled connection (its methods, not its connection handling)."""
+
+    def __init__(self, conn: psycopg.Connection, embedder: Embedder):  # noqa: D107
+        self.dsn = None
+        self.conn = conn
+        self._embedder = embedder
+        self._model = embedder.model
+
+
+def _one_torch_thread() -> None:
+    """A query is a few words: one thread embeds it in milliseconds, and torch's thread team
+    only adds waiting, badly so on a busy machine (measured on 2 shared cores: p50 57 ms with
+    one thread, 550 ms with two). Only this server's process is affected."""
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+class Backend:
+    """What the tools share: the agent, the warm embedding model and the connection pool.
+
+    The database is found (and the embedded server started) at the first use, not when the
+    server is built: a stdio server must not let a child process write to its stdout before
+    the SDK has diverted it.
+    """
+
+    def __init__(self, dsn: str | None, agent: str, *, model: str | None = None,
+                 embedder: Embedder | None = None, pool_size: int = POOL_SIZE):
+        if not agent or not agent.strip():
+            raise ConfigError("an agent id is required (--agent or $PYRECALL_AGENT)")
+        self.agent = agent
+        self._dsn = dsn
+        self.embedder = embedder or get_embedder(model)
+        self.pool_size = pool_size
+        self._pool: Pool | None = None
+        self._lock = threading.Lock()
+        self._warming = threading.Event()
+        self.ready = threading.Event()
+
+    @property
+    def pool(self) -> Pool:
+        with self._lock:
+            if self._pool is None:
+                dsn = _db.resolve_dsn(self._dsn)
+                with _db.connect(dsn) as conn:  # the schema, where there is none yet (as Recall())
+                    if _migrate.installed_dim(conn) is None:
+                        _migrate.migrate(conn)
+                self._pool = Pool(dsn, self.agent, size=self.pool_size)
+            return self._pool
+
+    def start_warming(self) -> None:
+        """Warm up in a thread (once): the client's handshake is not kept waiting."""
+        if not self._warming.is_set():
+            self._warming.set()
+            threading.Thread(target=self.warm, name="pyrecall-warm", daemon=True).start()
+
+    def warm(self) -> None:
+        """Load the model and open a connection now rather than at the first call. Failures
+        are logged, not raised: the calls report them."""
+        if str(getattr(self.embedder, "model", "")).startswith("local/"):
+            _one_torch_thread()
+        try:
+            with self.pool.connection():
+                pass
+        except (PyrecallError, psycopg.Error) as exc:
+            log.warning("database not ready: %s", one_line(exc))
+        try:
+            self.embedder.embed(["warm up"])
+        except Exception as exc:  # noqa: BLE001 - a provider's error of any kind; recall falls back
+            log.warning("embedding model not ready: %s", one_line(exc))
+        self.ready.set()
+
+    @contextmanager
+    def client(self) -> Iterator[_Client]:
+        with self.pool.connection() as conn:
+            yield _Client(conn, self.embedder)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+
+
+# ---------------------------------------------------------------- tool results
+
+class MemoryOut(BaseModel):
+    id: int = Field(description="The memory's id (its chunk).")
+    content: str
+    score: float
+    kind: str
+    session_id: str
+    created_at: str | None = Field(description="ISO 8601.")
+    session_title: str | None = None
+    section: str | None = Field(None, description="context only: recent, related or failures.")
+
+
+class RecallOut(BaseModel):
+    memories: list[MemoryOut]
+    source: str = Field(description="hybrid (meaning + keywords) or keyword (no query embedding).")
+    note: str | None = None
+
+
+class ContextOut(BaseModel):
+    markdown: str = Field(description="The context block for a prompt (empty: nothing to say).")
+    memories: list[MemoryOut]
+    source: str
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    title: str | None
+    project: str | None
+    branch: str | None
+    started_at: str | None
+    ended_at: str | None
+    messages: int
+    chunks: int
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionOut]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _memory_out(m: Memory, infos: dict[str, _render.SessionInfo]) -> MemoryOut:
+    info = infos.get(m.session_id)
+    return MemoryOut(id=m.chunk_id, content=m.content, score=round(float(m.score), 4), kind=m.kind,
+                     session_id=m.session_id, created_at=_iso(m.created_at),
+                     session_title=info.title if info else None,
+                     section=_render.section_of(m))
+
+
+def _result(text: str, out: BaseModel) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=out.model_dump(mode="json"))
+
+
+def _recall_text(result: RecallResult, infos: dict[str, _render.SessionInfo]) -> str:
+    if not result.memories:
+        return f"nothing found (source={result.source})" + (f"; {result.note}" if result.note else "")
+    lines = [f"{len(result.memories)} memories (source={result.source}"
+             + (f"; {result.note}" if result.note else "") + ")"]
+    for m in result.memories:
+        label = _render._label(m, infos.get(m.session_id))
+        lines.append(f"- [{m.chunk_id}] {label} · score {m.score:.3f}\n{_render._indent(m.content)}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the server
+
+def _since(value: str | None) -> datetime | None:
+    import click
+
+    from .cli import parse_since
+
+    try:
+        return parse_since(value)
+    except click.BadParameter as exc:
+        raise ToolError(f"since: {exc.message}") from None
+
+
+def _validation_line(tool: str, exc: ValidationError, arguments: dict) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "arguments"
+    got = f" (got {arguments[where]!r})" if where in arguments else ""
+    return f"invalid arguments for {tool}: {where}: {err['msg']}{got}"
+
+
+class RecallServer(MCPServer):
+    """MCPServer that refuses unknown arguments and reports bad ones in one line."""
+
+    async def call_tool(self, name, arguments, context=None):
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ToolError(f"unknown argument(s) for {name}: {', '.join(unknown)} "
+                                f"(it takes {', '.join(sorted(known)) or 'none'})")
+            try:
+                tool.fn_metadata.validate_arguments(arguments)
+            except ValidationError as exc:
+                raise ToolError(_validation_line(name, exc, arguments)) from None
+        return await super().call_tool(name, arguments, context)
+
+
+def _guard(backend: Backend, fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
+    """Errors of a call -> a ToolError of one line (an MCP error result); the server goes on."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        backend.start_warming()
+        backend.ready.wait(timeout=120)
+        try:
+            return fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except (PyrecallError, psycopg.Error, LookupError, ValueError) as exc:
+            raise ToolError(one_line(exc)) from None
+    return wrapper
+
+
+def build_server(backend: Backend) -> RecallServer:
+    """The MCP server for ``backend``'s agent, its tools registered."""
+    @asynccontextmanager
+    async def lifespan(_server):
+        backend.start_warming()
+        yield {}
+
+    server = RecallServer("pyrecall", instructions=INSTRUCTIONS, version=_version(),
+                          log_level="WARNING", lifespan=lifespan)
+    agent = backend.agent
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    def recall(
+        query: Annotated[str, Field(description="What to look for, in words.")],
+        k: Annotated[int, Field(ge=1, le=1000, description="At most this many memories.")] = 10,
+        token_budget: Annotated[int | None, Field(ge=0, description="Stop when the memories "
+                                                  "would exceed this many tokens.")] = None,
+        project: Annotated[str | None, Field(description="Only this project (as recorded).")] = None,
+        since: Annotated[str | None, Field(description="Only since then: 7d, 12h, 2w, or a "
+                                           "date like 2026-01-01.")] = None,
+        by_session: Annotated[bool, Field(description="The best sessions first, then their "
+                                          "best memories.")] = False,
+    ) -> Annotated[CallToolResult, RecallOut]:
+        """Search this agent's memory of past sessions by meaning and keywords (ranked in the
+        database by relevance, recency and importance)."""
+        if not query.strip():
+            raise ToolError("query is empty: say what to look for")
+        when = _since(since)
+        filter_ = {"project": project} if project else None
+        with backend.client() as r:
+            if by_session:
+                result = r.session_recall(agent, query, k=k, token_budget=token_budget,
+                                          filter=filter_, **({"since": when} if when else {}))
+            else:
+                result = r.recall(agent, query, k=k, token_budget=token_budget, filter=filter_,
+                                  since=when)
+            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+        out = RecallOut(memories=[_memory_out(m, infos) for m in result.memories],
+                        source=result.source, note=result.note)
+        return _result(_recall_text(result, infos), out)
+
+    def context(
+        task: Annotated[str | None, Field(description="What this session is about.")] = None,
+        project: Annotated[str | None, Field(description="The project (as recorded).")] = None,
+        branch: Annotated[str | None, Field(description="The git branch.")] = None,
+        token_budget: Annotated[int, Field(ge=0, le=1_000_000)] = 4000,
+    ) -> Annotated[CallToolResult, ContextOut]:
+        """The session-start context: recent work on the project and branch, work related to
+        the task, failures to avoid; as Markdown for the prompt, and its rows."""
+        with backend.client() as r:
+            result = r.auto_context(agent, project=project, branch=branch, task=task,
+                                    token_budget=token_budget)
+            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+        scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
+        markdown = _render.to_context(result, infos=infos, auto=True, scope=scope)
+        out = ContextOut(markdown=markdown, source=result.source,
+                         memories=[_memory_out(m, infos) for m in result.memories])
+        return _result(markdown or "nothing remembered for this context yet", out)
+
+    def sessions(
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 20,
+        project: Annotated[str | None, Field(description="Only this project.")] = None,
+    ) -> Annotated[CallToolResult, SessionsOut]:
+        """This agent's recent sessions, newest first, with their titles."""
+        with backend.client() as r:
+            rows = _render.list_sessions(r.conn, agent, project=project, limit=limit)
+        out = SessionsOut(sessions=[
+            SessionOut(session_id=s["session_id"], title=s["title"], project=s["project"],
+                       branch=s["branch"], started_at=_iso(s["started_at"]),
+                       ended_at=_iso(s["ended_at"]), messages=s["messages"], chunks=s["chunks"])
+            for s in rows])
+        text = "\n".join(f"- {s.session_id} · {(s.started_at or '?')[:10]} · "
+                         f"{s.title or '(untitled)'}" + (f" ({s.project})" if s.project else "")
+                         for s in out.sessions) or f"no sessions for agent {agent!r}"
+        return _result(text, out)
+
+    server.add_tool(_guard(backend, recall), annotations=read_only)
+    server.add_tool(_guard(backend, context), annotations=read_only)
+    server.add_tool(_guard(backend, sessions), annotations=read_only)
+    for tool in server._tool_manager.list_tools():
+        tool.parameters["additionalProperties"] = False
+    return server
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# ---------------------------------------------------------------- transports
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``127.0.0.1:8765`` / ``[::1]:8765`` / ``8765`` (loopback) -> (host, port)."""
+    value = value.strip()
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--http {value!r}: expected HOST:PORT, like 127.0.0.1:8765")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class RequireToken:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = b""
+            for name, value in scope.get("headers", []):
+                if name == b"authorization":
+                    given = value
+            scheme, _, supplied = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(supplied.strip(), self.token):
+                body = b'{"error": "missing or wrong bearer token"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve(backend: Backend, *, http: str | None = None, token: str | None = None) -> None:
+    """Run the server until its client goes away (stdio) or it is interrupted (HTTP)."""
+    server = build_server(backend)
+    try:
+        if http is None:
+            server.run("stdio")
+            return
+        import anyio
+        import uvicorn
+
+        host, port = parse_http(http)
+        if not is_loopback(host) and not token:
+            raise ConfigError(f"--http {http}: an address other than loopback needs --token "
+                              "(requests without it are refused)")
+        app = server.streamable_http_app(host=host)
+        if token:
+            app = RequireToken(app, token)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        print(f"pyrecall mcp: agent {backend.agent!r} on http://{_hostport(host, port)}/mcp"
+              + (" (bearer token required)" if token else ""), file=sys.stderr, flush=True)
+        anyio.run(uvicorn.Server(config).serve)
+    finally:
+        backend.close()
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

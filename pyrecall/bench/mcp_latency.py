@@ -1,0 +1,137 @@
+"""``pyrecall bench mcp``: how fast a connected MCP client gets an answer from ``recall``.
+
+A throwaway database is built as ``pyrecall bench latency`` builds it (pyrecall.bench.latency:
+synthetic sessions through the normal ingestion path, clustered 384-dim vectors written
+directly, the ANN index of recall.create_vector_index); then ``pyrecall mcp`` is started for
+the largest agent in a subprocess, the MCP SDK's client connects over stdio, and each
+``recall`` call is timed from the client: the JSON-RPC round trip, the server embedding the
+query with the local model (all-MiniLM-L6-v2), and recall.hybrid_recall. The first calls
+(the model warming up) are not counted.
+
+The stored vectors are synthetic and the queries pseudo-words: the answers mean nothing, the
+work (one query embedding, one ANN + full-text search over the agent's chunks) is the real one.
+
+    >>> report = run(n_chunks=100_000, calls=200)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import latency, load
+
+
+def _pct(values: list[float], p: float) -> float:
+    return load._pct(values, p)
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    return {"p50": _pct(ms, 50), "p95": _pct(ms, 95), "p99": _pct(ms, 99),
+            "mean": round(statistics.fmean(ms), 2), "max": round(max(ms), 2), "n": len(ms)}
+
+
+async def _drive(url: str, agent: str, queries: list[str], *, warmup: int, k: int,
+                 token_budget: int | None) -> dict[str, Any]:
+    from mcp import Client, StdioServerParameters
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    if os.environ.get("PYRECALL_EMBED_MODEL"):
+        env["PYRECALL_EMBED_MODEL"] = os.environ["PYRECALL_EMBED_MODEL"]
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "pyrecall.cli", "mcp", "--dsn", url, "--agent", agent],
+                                   env=env)
+    args = {"k": k} | ({"token_budget": token_budget} if token_budget is not None else {})
+    t = time.perf_counter()
+    async with Client(params, read_timeout_seconds=300) as client:
+        connected_s = time.perf_counter() - t
+        first = time.perf_counter()
+        result = await client.call_tool("recall", {"query": queries[0], **args})
+        first_ms = (time.perf_counter() - first) * 1000
+        if result.is_error:
+            raise RuntimeError(f"recall failed: {result.content[0].text}")
+        for q in queries[1:warmup]:
+            await client.call_tool("recall", {"query": q, **args})
+        times, rows, sources = [], [], set()
+        for q in queries[warmup:]:
+            t0 = time.perf_counter()
+            result = await client.call_tool("recall", {"query": q, **args})
+            times.append((time.perf_counter() - t0) * 1000)
+            if result.is_error:
+                raise RuntimeError(f"recall failed: {result.content[0].text}")
+            rows.append(len(result.structured_content["memories"]))
+            sources.add(result.structured_content["source"])
+    return {"connect_s": round(connected_s, 2), "first_call_ms": round(first_ms, 1),
+            "recall_ms": _stats(times), "rows_per_call": round(statistics.fmean(rows), 1),
+            "sources": sorted(sources)}
+
+
+def components(url: str, agent: str, queries: list[str], *, k: int,
+               token_budget: int | None) -> dict[str, Any]:
+    """The two parts of a call, timed in this process: the query embedding (the local model,
+    one thread as in the server) and recall.hybrid_recall on a connection bound as the
+    server's are (Pool). What the MCP round trip adds is the rest."""
+    from .._embed import get_embedder
+    from .._mcp import Pool, _one_torch_thread
+    from ..client import _args, _call
+
+    _one_torch_thread()
+    embedder = get_embedder(None)
+    embedder.embed(["warm up"])
+    embed_ms, sql_ms = [], []
+    pool = Pool(url, agent, size=1)
+    try:
+        with pool.connection() as conn:
+            for q in queries:
+                t = time.perf_counter()
+                vector = embedder.embed([q])[0]
+                embed_ms.append((time.perf_counter() - t) * 1000)
+                args = _args(agent, q, np.asarray(vector, dtype=np.float32), k, token_budget,
+                             None, None, None, None, None, {})
+                t = time.perf_counter()
+                conn.execute(_call("hybrid_recall", args), args).fetchall()
+                sql_ms.append((time.perf_counter() - t) * 1000)
+    finally:
+        pool.close()
+    return {"embed_ms": _stats(embed_ms), "hybrid_recall_ms": _stats(sql_ms)}
+
+
+def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 200, warmup: int = 10,
+        k: int = 10, token_budget: int | None = None, seed: int = 7, dsn: str | None = None,
+        log=lambda m: None) -> dict[str, Any]:
+    """Build, serve the largest agent over MCP (stdio), time ``calls`` recall calls."""
+    from ._scratch import scratch_database
+
+    synth = latency.Synth(seed)
+    agents = latency.plan_agents(synth, latency.agent_sizes(n_chunks, n_agents))
+    largest = max(agents, key=lambda a: a.size)
+    topics = [int(largest.topics[i % len(largest.topics)]) for i in range(calls + warmup)]
+    queries = [synth.query_text(t) for t in topics]
+    with scratch_database(dsn) as url:
+        built = load.build(url, synth, agents, log)
+        log(f"built {built['chunks']:,} chunks in {built['build_s']} s; serving {largest.agent_id} "
+            f"({largest.size:,} chunks) over MCP")
+        load_before = os.getloadavg()[0]
+        measured = asyncio.run(_drive(url, largest.agent_id, queries, warmup=warmup, k=k,
+                                      token_budget=token_budget))
+        log("timing the parts in this process: query embedding, hybrid_recall")
+        parts = components(url, largest.agent_id, queries[warmup:], k=k, token_budget=token_budget)
+    return {"chunks": built["chunks"], "agents": n_agents, "agent": largest.agent_id,
+            "agent_chunks": largest.size, "k": k, "token_budget": token_budget,
+            "warmup_calls": warmup, "build": {"ingest_s": built["ingest"]["ingest_s"],
+                                              "vectors_s": built["vectors_s"],
+                                              "index": (built["index"] or {}).get("definition"),
+                                              "index_s": (built["index"] or {}).get("build_s")},
+            **measured, "parts": parts,
+            "machine": {**load.machine(), "load_avg_1m": [round(load_before, 1),
+                                                          round(os.getloadavg()[0], 1)]}}

@@ -1,0 +1,338 @@
+"""``pyrecall mcp``: the server driven by the MCP SDK's own client, over stdio, in a subprocess,
+against a test database, with the real local model for embeddings."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from pyrecall import _db, _migrate  # noqa: E402
+from pyrecall._errors import ConfigError  # noqa: E402
+from pyrecall._mcp import Pool, check_role, is_loopback, parse_http  # noqa: E402
+from pyrecall.client import Recall  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+TOOLS = {"recall", "context", "sessions"}
+
+
+def server_params(dsn: str, agent: str, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "pyrecall.cli", "mcp", "--dsn", dsn, "--agent", agent, *extra],
+                                 env=ENV, cwd=str(ROOT))
+
+
+def drive(dsn: str, agent: str, scenario):
+    """Start ``pyrecall mcp`` for ``agent``, connect the SDK client, run ``scenario(client)``."""
+    async def main():
+        async with Client(server_params(dsn, agent), read_timeout_seconds=120) as client:
+            return await scenario(client)
+    return asyncio.run(main())
+
+
+def text(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+@pytest.fixture
+def memories(db_url):
+    """Two agents' sessions, embedded with the local model."""
+    with Recall(db_url) as r:
+        r.add_session("a-deploy", "A", title="Deploy to staging", project="api")
+        r.add_messages("a-deploy", [
+            {"role": "user", "content": "How do we ship the API to the staging host?"},
+            {"role": "assistant", "content": "Run docker compose up -d on staging-1; the image is built in CI."}])
+        r.add_session("a-auth", "A", title="Refresh tokens", project="web")
+        r.add_messages("a-auth", [
+            {"role": "user", "content": "Add refresh tokens to the login flow"},
+            {"role": "assistant", "content": "Refresh tokens now rotate on every use and expire after 30 days."}])
+        r.add_session("b-secret", "B", title="B's plan", project="api")
+        r.add_messages("b-secret", [
+            {"role": "user", "content": "Where do we deploy the zanzibar cluster?"},
+            {"role": "assistant", "content": "The zanzibar cluster lives in the basement datacenter."}])
+        r.embed_pending()
+    return db_url
+
+
+# ---------------------------------------------------------------- the tools
+
+def test_tools_listed_and_each_answers(memories):
+    async def scenario(c):
+        listed = (await c.list_tools()).tools
+        by_name = {t.name: t for t in listed}
+        assert TOOLS <= set(by_name)
+        for t in listed:
+            assert t.output_schema and t.output_schema["type"] == "object", t.name
+            assert t.input_schema.get("additionalProperties") is False, t.name
+        assert by_name["recall"].input_schema["required"] == ["query"]
+
+        found = await c.call_tool("recall", {"query": "how is the service released to production?"})
+        context = await c.call_tool("context", {"task": "release the service", "project": "api"})
+        sessions = await c.call_tool("sessions", {})
+        limited = await c.call_tool("sessions", {"limit": 1})
+        by_project = await c.call_tool("recall", {"query": "tokens", "project": "web", "k": 1})
+        by_session = await c.call_tool("recall", {"query": "docker staging", "by_session": True})
+        recent = await c.call_tool("recall", {"query": "docker", "since": "1d", "token_budget": 1000})
+        future = await c.call_tool("recall", {"query": "docker", "since": "2999-01-01"})
+        return found, context, sessions, limited, by_project, by_session, recent, future
+
+    found, context, sessions, limited, by_project, by_session, recent, future = drive(memories, "A", scenario)
+
+    assert not found.is_error
+    out = found.structured_content
+    assert out["source"] == "hybrid"
+    first = out["memories"][0]
+    assert set(first) >= {"id", "content", "score", "kind", "session_id", "created_at"}
+    assert first["session_id"] == "a-deploy" and "docker compose" in first["content"]
+    assert "docker compose" in text(found) and f"[{first['id']}]" in text(found)
+
+    assert not context.is_error
+    ctx = context.structured_content
+    assert ctx["markdown"].startswith("## Relevant memory") and "docker compose" in ctx["markdown"]
+    assert text(context) == ctx["markdown"]
+    assert {m["section"] for m in ctx["memories"]} <= {"recent", "related", "failures"}
+    assert ctx["memories"] and all(m["session_id"].startswith("a-") for m in ctx["memories"])
+
+    rows = sessions.structured_content["sessions"]
+    assert {s["session_id"] for s in rows} == {"a-deploy", "a-auth"}
+    assert {s["title"] for s in rows} == {"Deploy to staging", "Refresh tokens"}
+    assert "Deploy to staging" in text(sessions)
+    assert len(limited.structured_content["sessions"]) == 1
+
+    assert [m["session_id"] for m in by_project.structured_content["memories"]] == ["a-auth"]
+    assert by_session.structured_content["memories"][0]["session_id"] == "a-deploy"
+    assert recent.structured_content["memories"]
+    assert future.structured_content["memories"] == [] and "nothing found" in text(future)
+
+
+# ---------------------------------------------------------------- one agent, bound by the database
+
+def test_server_sees_only_its_agent(memories):
+    async def scenario(c):
+        return (await c.call_tool("recall", {"query": "zanzibar cluster basement datacenter"}),
+                await c.call_tool("sessions", {"limit": 100}),
+                await c.call_tool("context", {"task": "zanzibar"}))
+
+    recall_b, sessions, context = drive(memories, "A", scenario)
+    assert all(m["session_id"].startswith("a-") for m in recall_b.structured_content["memories"])
+    assert "zanzibar" not in text(recall_b) and "zanzibar" not in text(context)
+    assert {s["session_id"] for s in sessions.structured_content["sessions"]} == {"a-deploy", "a-auth"}
+
+    found_by_b = drive(memories, "B", lambda c: c.call_tool("recall", {"query": "zanzibar"}))
+    assert [m["session_id"] for m in found_by_b.structured_content["memories"]] == ["b-secret"]
+
+
+def test_pool_connections_are_bound_by_row_level_security(memories):
+    """Without any WHERE clause, a pooled connection sees only its agent's rows, and cannot
+    write another agent's."""
+    pool = Pool(memories, "A", size=1)
+    try:
+        with pool.connection() as conn:
+            assert conn.execute("select array_agg(distinct agent_id) from recall.chunks").fetchone()[0] == ["A"]
+            assert conn.execute("select current_user").fetchone()[0] == "recall_agent"
+            assert conn.execute("select count(*) from recall.sessions").fetchone()[0] == 2
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), pool.connection() as conn:
+            conn.execute("insert into recall.sessions (session_id, agent_id) values ('x', 'B')")
+        # the role and the setting end with the call's transaction: the pooled connection
+        # between calls is the login role's, with no agent set
+        idle = pool._idle[0]
+        assert idle.execute("select current_user <> 'recall_agent', "
+                            "coalesce(current_setting('recall.agent_id', true), '')").fetchone() == (True, "")
+        with pool.connection() as conn:   # and the next call is bound again
+            assert conn.execute("select count(*) from recall.sessions").fetchone()[0] == 2
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def login_role(conn):
+    name = f"mcp_login_{os.getpid()}"
+    conn.execute(f"drop role if exists {name}")
+    conn.execute(f"create role {name} login")
+    yield name
+    conn.execute(f"drop owned by {name}")
+    conn.execute(f"drop role {name}")
+
+
+def _as(db_url: str, role: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(db_url)
+    info["user"] = role
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def test_a_role_bound_to_another_agent_or_outside_recall_agent_is_refused(memories, conn, login_role):
+    url = _as(memories, login_role)
+    with psycopg.connect(url, autocommit=True) as c, pytest.raises(ConfigError, match="cannot act as recall_agent"):
+        check_role(c, "A")
+    conn.execute("select recall.bind_agent(%s, 'B')", [login_role])
+    with psycopg.connect(url, autocommit=True) as c:
+        with pytest.raises(ConfigError, match="bound to agent 'B', not 'A'"):
+            check_role(c, "A")
+    pool = Pool(url, "B")
+    try:
+        with pool.connection() as c:
+            assert c.execute("select count(*) from recall.sessions").fetchone()[0] == 1
+    finally:
+        pool.close()
+    # over MCP: one clear error line per call, and the server stays up
+    async def scenario(c):
+        return [await c.call_tool("sessions", {}) for _ in range(2)]
+    for result in drive(url, "A", scenario):
+        assert result.is_error and "bound to agent 'B', not 'A'" in text(result)
+        assert len(text(result).splitlines()) == 1
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD = [
+    ("recall", {"query": "docker", "bogus": 1}, "unknown argument(s) for recall: bogus"),
+    ("recall", {"query": "docker", "k": 0}, "k: Input should be greater than or equal to 1"),
+    ("recall", {"query": "docker", "k": "many"}, "k: Input should be a valid integer"),
+    ("recall", {}, "query: Field required"),
+    ("recall", {"query": "   "}, "query is empty"),
+    ("recall", {"query": "docker", "since": "yesterday"}, "since: 'yesterday': expected a duration"),
+    ("recall", {"query": "docker", "token_budget": -5}, "token_budget"),
+    ("context", {"token_budget": "lots"}, "token_budget"),
+    ("sessions", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+    ("sessions", {"agent": "B"}, "unknown argument(s) for sessions: agent"),
+    ("nosuchtool", {}, "nosuchtool"),
+]
+
+
+def test_bad_arguments_give_one_line_errors_and_the_server_answers_next(memories):
+    async def scenario(c):
+        out = []
+        for name, args, _ in BAD:
+            try:
+                result = await c.call_tool(name, args)
+            except mcp.MCPError as exc:  # an unknown tool may be a protocol error
+                out.append((True, str(exc)))
+            else:
+                out.append((result.is_error, text(result)))
+            good = await c.call_tool("sessions", {})
+            assert not good.is_error and len(good.structured_content["sessions"]) == 2
+        return out
+
+    for (is_error, message), (name, args, expected) in zip(drive(memories, "A", scenario), BAD, strict=True):
+        assert is_error, (name, args)
+        assert expected in message, (name, args, message)
+        assert len(message.splitlines()) == 1 and "Traceback" not in message, message
+
+
+# ---------------------------------------------------------------- the database goes away
+
+@pytest.fixture
+def own_server():
+    """A throwaway embedded server that the test stops and starts."""
+    tmp = Path(tempfile.mkdtemp(prefix="pyrecall-mcp-"))
+    os.chmod(tmp, 0o755)
+    settings = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+                "shared_buffers": "128MB", "max_connections": "30"}
+    url = _db.start(tmp, settings=settings)
+    with psycopg.connect(url, autocommit=True) as c:
+        _migrate.migrate(c, dim=384)
+    try:
+        yield tmp, url, settings
+    finally:
+        _db.stop(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_database_restart_under_the_server_is_survived(own_server):
+    tmp, url, settings = own_server
+    with Recall(url) as r:
+        r.add_messages("s", [{"role": "user", "content": "the deploy uses port 8443"}], agent_id="A")
+        r.embed_pending()
+
+    async def scenario(c):
+        before = await c.call_tool("recall", {"query": "port"})
+        await asyncio.to_thread(_db.stop, tmp)
+        down = await c.call_tool("recall", {"query": "port"})
+        down_again = await c.call_tool("sessions", {})
+        assert await asyncio.to_thread(_db.start, tmp, settings=settings) == url
+        after = await c.call_tool("recall", {"query": "port"})
+        return before, down, down_again, after
+
+    before, down, down_again, after = drive(url, "A", scenario)
+    assert not before.is_error and before.structured_content["memories"]
+    for result in (down, down_again):
+        assert result.is_error and "cannot connect to PostgreSQL" in text(result)
+        assert len(text(result).splitlines()) == 1
+    assert not after.is_error
+    assert after.structured_content["memories"] == before.structured_content["memories"]
+
+
+# ---------------------------------------------------------------- HTTP
+
+def test_http_address_parsing():
+    assert parse_http("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert parse_http("8765") == ("127.0.0.1", 8765)
+    assert parse_http("[::1]:9000") == ("::1", 9000)
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+    with pytest.raises(ConfigError):
+        parse_http("127.0.0.1:http")
+
+
+def test_cli_refuses_a_public_address_without_a_token(db_url):
+    out = subprocess.run([sys.executable, "-m", "pyrecall.cli", "mcp", "--dsn", db_url,
+                          "--http", "0.0.0.0:8765"], env={**os.environ, **ENV}, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "needs --token" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "pyrecall.cli", "mcp", "--dsn", db_url, "--token", "x"],
+                         env={**os.environ, **ENV}, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--token goes with --http" in out.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_http_transport_refuses_requests_without_the_token(memories):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pyrecall.cli", "mcp", "--dsn", memories, "--agent", "A",
+                             "--http", f"127.0.0.1:{port}"],
+                            env={**os.environ, **ENV, "PYRECALL_MCP_TOKEN": "s3cret"}, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                break
+            except httpx2.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+                time.sleep(0.3)
+        assert refused.status_code == 401
+        wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+
+        async def main():
+            http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=120)
+            async with Client(streamable_http_client(url, http_client=http)) as c:
+                return await c.call_tool("recall", {"query": "docker compose staging"})
+        result = asyncio.run(main())
+        assert not result.is_error
+        assert result.structured_content["memories"][0]["session_id"] == "a-deploy"
+    finally:
+        proc.terminate()
+        proc.wait(30)
