@@ -375,21 +375,24 @@ begin
     where _hybrid_recall_v4.min_similarity is null or x.similarity is null
        or x.similarity >= _hybrid_recall_v4.min_similarity
   ),
-  -- at most turns_per_session chunks of a session, its best ones (memories are no session's)
-  capped as (
-    select x.*
-    from (select s.*,
+  -- with turns_per_session: the chunks past a session's best turns_per_session (memories are
+  -- no session's); ranked on the few columns needed, and not at all without it
+  surplus as (
+    select x.chunk_id
+    from (select s.chunk_id, s.kind,
                  row_number() over (partition by s.session_id
                                     order by s.score desc, s.created_at desc, s.chunk_id desc) as in_session
-          from scored s) x
-    where _hybrid_recall_v4.turns_per_session is null or x.kind = 'memory'
-       or x.in_session <= _hybrid_recall_v4.turns_per_session
+          from scored s
+          where _hybrid_recall_v4.turns_per_session is not null) x
+    where x.kind <> 'memory' and x.in_session > _hybrid_recall_v4.turns_per_session
   ),
   -- recall._finish's steps, on the rows already read: the best max(4k, 40) in the final order
   -- (score desc, created_at desc, chunk_id desc) ...
   top as (
     select x.*, row_number() over (order by x.score desc, x.created_at desc, x.chunk_id desc) as pos
-    from capped x
+    from scored x
+    where _hybrid_recall_v4.turns_per_session is null
+       or x.chunk_id not in (select u.chunk_id from surplus u)
     order by pos
     limit greatest(4 * _hybrid_recall_v4.k, 40)
   ),
@@ -419,7 +422,11 @@ begin
          b.text_rank, b.recency, b.importance, b.n_tokens, b.cumulative_tokens, b.metadata,
          b.message_ids,
          case when b.kind = 'memory' then b.chunk_id end,
-         b.agent_id, s.title,
+         b.agent_id,
+         -- a sub-select, not a join: the session's row by its key, for the rows returned only
+         -- (planned generically, a join may read every session)
+         case when _hybrid_recall_v4.with_origin then
+           (select s.title from recall.sessions s where s.session_id = b.session_id) end,
          case when _hybrid_recall_v4.with_origin then
            (select string_agg(r.role, '+' order by r.first_at)
             from (select m.role, min(u.i) as first_at
@@ -428,7 +435,6 @@ begin
                   group by m.role) r) end,
          b.memory_kind
   from budgeted b
-  left join recall.sessions s on _hybrid_recall_v4.with_origin and s.session_id = b.session_id
   where b.rnk <= _hybrid_recall_v4.k
     and (_hybrid_recall_v4.token_budget is null or b.cumulative_tokens <= _hybrid_recall_v4.token_budget)
   order by b.pos;
@@ -622,7 +628,8 @@ begin
   select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, f.score, x.similarity,
          x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
          x.message_ids, x.session_rank, x.session_score,
-         x.memory_id, x.agent_id, s.title,
+         x.memory_id, x.agent_id,
+         (select s.title from recall.sessions s where s.session_id = x.session_id),
          (select string_agg(r.role, '+' order by r.first_at)
           from (select m.role, min(u.i) as first_at
                 from unnest(x.message_ids) with ordinality as u(message_id, i)
@@ -631,7 +638,6 @@ begin
          x.memory_kind
   from finished f
   join capped x on x.chunk_id = f.chunk_id
-  left join recall.sessions s on s.session_id = x.session_id
   order by f.pos;
 end
 $$;
@@ -901,7 +907,8 @@ begin
               else c.metadata || jsonb_build_object('resolution_of', o.resolution_of) end,
          c.message_ids, o.section,
          case when c.kind = 'memory' then c.chunk_id end,
-         c.agent_id, s.title,
+         c.agent_id,
+         (select s.title from recall.sessions s where s.session_id = c.session_id),
          (select string_agg(r.role, '+' order by r.first_at)
           from (select m.role, min(u.i) as first_at
                 from unnest(c.message_ids) with ordinality as u(message_id, i)
@@ -910,7 +917,6 @@ begin
          c.memory_kind
   from ordered o
   join recall.chunks c on c.chunk_id = o.chunk_id
-  left join recall.sessions s on s.session_id = c.session_id
   order by o.pos;
 end
 $$;
