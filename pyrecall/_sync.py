@@ -5,8 +5,9 @@ size, mtime, the byte offset up to which whole lines were consumed, and a SHA-25
 bytes (up to 64 KiB of what was consumed). At the next run a file is
 
 - *unchanged* (same size and mtime): not opened at all;
-- *appended* (bigger, same first bytes): line formats (Claude Code, Codex, JSONL) are read from the
-  remembered offset only; documents (OpenAI chat, Discord) are read whole;
+- *appended* (bigger, same first bytes): line formats (Claude Code, Codex, Gemini CLI, JSONL) are read
+  from the remembered offset only; documents (OpenAI chat, Discord, older Gemini CLI chats)
+  are read whole;
 - *rewritten* (shorter than what was consumed, or other first bytes): read from the start.
 
 A file's messages and its ``source_files`` row are written in one transaction, so a run killed
@@ -38,7 +39,7 @@ from .importers._detect import SUFFIXES
 from .importers._records import Problem
 
 HEAD_BYTES = 64 * 1024
-LINE_FORMATS = ("claude_code", "codex", "jsonl")  # resumable at a byte offset
+LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
 FOLDER = "folder"                         # source_files.format of a remembered root folder
 UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes)
 

@@ -410,8 +410,9 @@ def migrate_status(dsn):
 @click.option("--weights", type=Weights(), default=None,
               help="Weights of similarity, keywords, recency, importance "
                    "[default: 0.5,0.5,0.025,0.05].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "context", "markdown"]),
-              default=None, help="Output format [default: table; context with --auto].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "context", "markdown", "hook"]),
+              default=None, help="Output format [default: table; context with --auto]. hook: the "
+              "context as the JSON a SessionStart hook answers with (Codex CLI, Gemini CLI).")
 @click.option("--by-session", is_flag=True,
               help="Session-aware: the best sessions first, then their best chunks.")
 @click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=None,
@@ -421,8 +422,9 @@ def migrate_status(dsn):
 @click.option("--task", default=None, help="With --auto: what the new session is about.")
 @click.option("--exclude-session", default=None, metavar="SESSION",
               help="Leave out this session (the current one).")
-@click.option("--hook", is_flag=True, help="Read a Claude Code hook's JSON from stdin: its "
-              "cwd gives project and branch, its session_id is left out.")
+@click.option("--hook", is_flag=True, help="Read a SessionStart hook's JSON from stdin (Claude "
+              "Code, Codex CLI, Gemini CLI): its cwd gives project and branch, its session_id is "
+              "left out.")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent: claude-code, codex, gemini "
                    "(as the importers record it in the session metadata).")
@@ -457,6 +459,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
       pyrecall recall "deploy" --filter is_error:=true --weights 0.3,0.7,0,0.1
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
       pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
+      pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
       pyrecall recall --auto --task "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
@@ -495,9 +498,8 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     filter_ = build_filter(filters, scope)
     options = {**(weights or {}),
                **({"min_similarity": min_similarity} if min_similarity is not None else {}),
-               **({"until": until} if until else {}),
-               **({"turns_per_session": turns_per_session} if turns_per_session else {}),
-               **({"as_of": as_of} if as_of else {})}
+               **{k: v for k, v in (("until", until), ("turns_per_session", turns_per_session),
+                                    ("as_of", as_of)) if v}}
 
     # the result says when the query embedding failed (source=keyword): no second warning
     logging.getLogger("pyrecall").setLevel(logging.ERROR)
@@ -532,6 +534,12 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     elif fmt == "context":
         click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session,
                                       scope=scope), nl=False)
+    elif fmt == "hook":
+        # Codex CLI and Gemini CLI add a SessionStart hook's additionalContext to the session
+        # (Claude Code reads this JSON too); nothing else may go to stdout
+        text = _render.to_context(result, infos=infos, auto=auto, by_session=by_session, scope=scope)
+        click.echo(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                                      "additionalContext": text}}, ensure_ascii=False))
     elif fmt == "markdown":
         click.echo(_render.to_markdown(result, infos=infos, mode=mode), nl=False)
     else:
@@ -542,14 +550,15 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
 
 
 def _hook_scope(project, branch, exclude_session):
-    """project, branch and the session to leave out, from a Claude Code hook's JSON."""
+    """project, branch and the session to leave out, from a SessionStart hook's JSON (Claude
+    Code, Codex CLI and Gemini CLI all give cwd and session_id)."""
     raw = sys.stdin.read()
     try:
         event = json.loads(raw) if raw.strip() else {}
     except ValueError:
-        raise click.UsageError("--hook: stdin is not the JSON a Claude Code hook receives") from None
+        raise click.UsageError("--hook: stdin is not the JSON a SessionStart hook receives") from None
     if not isinstance(event, dict):
-        raise click.UsageError("--hook: stdin is not the JSON a Claude Code hook receives")
+        raise click.UsageError("--hook: stdin is not the JSON a SessionStart hook receives")
     if project is None:
         project, detected = git_scope(event.get("cwd") or None)
         branch = branch if branch is not None else detected

@@ -1,4 +1,4 @@
-"""Fuzzing the Claude Code, Codex and JSONL importers *through ingestion into the database*.
+"""Fuzzing the Claude Code, Codex, Gemini CLI and JSONL importers *through ingestion into the database*.
 
 tests/test_importers_parse.py fuzzes the parsers alone. Here each generated (often broken)
 file is parsed, written by the one ingestion path (pyrecall._ingest.ingest), chunked by the
@@ -23,17 +23,19 @@ from hypothesis import strategies as st
 from test_importers_parse import (
     CLAUDE,
     CODEX,
+    GEMINI,
     GENERIC,
     _oracle,
     claude_lines,
     codex_lines,
+    gemini_lines,
     jsonl_lines,
     line_files,
     mutated,
 )
 
 from pyrecall._ingest import _stable_ids, clean_json, ingest
-from pyrecall.importers import claude_code, codex, jsonl
+from pyrecall.importers import claude_code, codex, gemini, jsonl
 
 AGENT = "fuzz"
 LABELS = {"User", "Assistant", "System", "Tool", "Result"}     # what the chunker writes itself
@@ -136,6 +138,12 @@ def test_fuzz_codex_through_ingestion(conn, data):
 
 
 @FUZZ
+@given(data=line_files(gemini_lines))
+def test_fuzz_gemini_through_ingestion(conn, data):
+    through_the_database(conn, gemini, data)
+
+
+@FUZZ
 @given(data=line_files(jsonl_lines))
 def test_fuzz_jsonl_through_ingestion(conn, data):
     through_the_database(conn, jsonl, data)
@@ -144,13 +152,13 @@ def test_fuzz_jsonl_through_ingestion(conn, data):
 @FUZZ
 @given(st.data())
 def test_fuzz_mutated_files_through_ingestion(conn, data):
-    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (jsonl, GENERIC)]:
+    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (gemini, GEMINI), (jsonl, GENERIC)]:
         through_the_database(conn, parser, data.draw(mutated(path.read_bytes())))
 
 
 def test_a_real_transcript_through_ingestion(conn):
     """The unfuzzed fixtures pass the same checks (so the checks are not vacuous)."""
-    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (jsonl, GENERIC)]:
+    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (gemini, GEMINI), (jsonl, GENERIC)]:
         data = path.read_bytes()
         result = parse(parser, data)
         assert sum(len(s.messages) for s in result.sessions) > 3

@@ -50,7 +50,7 @@ HOSTILE = [
 # clear errors: bad data (22...), integrity (23...), an unknown object named by the caller
 # (42704), a feature not installed (0A000), a statement too deep (54001). Anything else (a
 # syntax error, an unknown table, an internal error, a cancelled statement) means trouble.
-CLEAR = ("22", "23", "42704", "0A000", "54001")
+CLEAR = ("22", "23", "42704", "0A000", "54001", "P0002")  # P0002: an id that is not the agent's (memories, set_importance)
 
 
 def unit(seed: int) -> np.ndarray:
@@ -108,7 +108,7 @@ SANE = {  # a working value for each parameter a call needs, by name, then by ty
 }
 SANE_TYPE = {"text": "docker", "integer": 5, "boolean": True, "double precision": 0.5, "jsonb": Jsonb({}),
              "interval": timedelta(days=30), "timestamp with time zone": AS_OF, "vector": unit(1),
-             "text[]": ["turn_pair"]}
+             "text[]": ["turn_pair"], "bigint": 1, "integer[]": [10]}
 
 
 def sql_calls(conn):

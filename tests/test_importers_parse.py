@@ -4,6 +4,7 @@ offsets for incremental reads, format detection, and fuzzing. No database involv
 from __future__ import annotations
 
 import doctest
+import hashlib
 import importlib
 import json
 import math
@@ -26,6 +27,7 @@ from pyrecall.importers import (
     codex,
     detect_format,
     discord,
+    gemini,
     iter_files,
     jsonl,
     openai_chat,
@@ -41,6 +43,9 @@ OPENAI = FIX / "openai_chat.json"
 DISCORD = FIX / "discord.json"
 CODEX_ID = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 CODEX = FIX / "codex" / f"rollout-2026-03-04T10-15-00-{CODEX_ID}.jsonl"
+GEMINI = FIX / "gemini" / "session-2026-03-05T14-00-7c1e9a20.jsonl"
+GEMINI_DOC = FIX / "gemini" / "session-2026-02-20T09-30-3b5d0f11.json"
+GEMINI_HASH = "cbc1724e5616b7a13f2163e3410b4960725caa39cc1906504f65cd93d2470e48"
 
 
 def utc(text: str) -> datetime:
@@ -144,6 +149,61 @@ CODEX_MESSAGES = [
     ("L20", "user", "text", "Thanks. Does the admin export use the same query?"),
 ]
 
+NIGHTLY = "python -m reports.nightly --month 2026-03"
+GEMINI_CRASH = (
+    f"Command: {NIGHTLY}\nDirectory: (root)\nStdout: (empty)\n"
+    "Stderr: Traceback (most recent call last):\n  File \"reports/nightly.py\", line 12, in main\n"
+    "    frame = load(source)\nnumpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.2 GiB "
+    "for an array with shape (14, 30000000) and data type float64\nError: (none)\nExit Code: 1")
+# line 3 ($set), 5 (m-g1 written again: only its tool calls are new), 6 (info), 12 ($set: the
+# title), 14 ($rewindTo) add no message
+GEMINI_MESSAGES = [
+    ("m-u1#text", "user", "text",
+     "The nightly report job crashes with a MemoryError on the March data. Can you find out why?"),
+    ("m-g1#thinking", "assistant", "thinking",
+     "Checking the loader\nThe job probably reads the whole CSV at once; read reports/loader.py first."),
+    ("m-g1#text", "assistant", "text", "Let me look at how the job loads the data."),
+    ("m-g1#call:read_file-1741183210-1", "assistant", "tool_call",
+     'read_file(absolute_path="/home/dev/reports/reports/loader.py")'),
+    ("m-g1#result:read_file-1741183210-1", "tool", "tool_result",
+     "import pandas as pd\n\n\ndef load(path):\n    return pd.read_csv(path)\n"),
+    ("m-g1#call:run_shell_command-1741183211-2", "assistant", "tool_call",
+     f'run_shell_command(command="{NIGHTLY}", description="Run the nightly report for March")'),
+    ("m-g1#result:run_shell_command-1741183211-2", "tool", "tool_result", GEMINI_CRASH),
+    ("m-g2#thinking", "assistant", "thinking",
+     "Reading in chunks\n30M rows of float64 do not fit; read in chunks and downcast to float32."),
+    ("m-g2#call:replace-1741183262-1", "assistant", "tool_call",
+     'replace(file_path="/home/dev/reports/reports/loader.py", old_string="""\n    return pd.read_csv(path)\n\n""", '
+     'new_string="""\n    chunks = pd.read_csv(path, chunksize=500_000)\n'
+     '    return pd.concat(c.astype(\"float32\") for c in chunks)\n\n""")'.replace('\\"', '"')),
+    ("m-g2#result:replace-1741183262-1", "tool", "tool_result",
+     "Successfully modified file: /home/dev/reports/reports/loader.py (1 replacements)."),
+    ("m-e1#text", "system", "text", "[API Error: 429 Resource has been exhausted (e.g. check quota).]"),
+    ("m-g3#call:run_shell_command-1741183290-1", "assistant", "tool_call",
+     f'run_shell_command(command="{NIGHTLY}", description="Run the nightly report again")'),
+    ("m-g3#result:run_shell_command-1741183290-1", "tool", "tool_result",
+     f"Command: {NIGHTLY}\nDirectory: (root)\nStdout: report written to out/2026-03.pdf (312 pages)\n"
+     "Stderr: (empty)\nError: (none)\nExit Code: 0"),
+    ("m-g4#text", "assistant", "text",
+     "The loader read the 30M-row CSV in one go as float64 (3.2 GiB). It now reads 500k rows at a time "
+     "and downcasts to float32; the March report runs again."),
+    # what the user typed (displayContent), not the file contents Gemini CLI added to it
+    ("m-u2#text", "user", "text", "Add a test for the chunked loader @tests/test_loader.py"),
+]
+GEMINI_DOC_MESSAGES = [
+    ("w-u1#text", "user", "text", "test_reconnect_after_server_restart fails about one run in five. Why?"),
+    ("w-g1#thinking", "assistant", "thinking",
+     "Timing\nA fixed 2 s reconnect window races the server restart."),
+    ("w-g1#call:run_shell_command-1", "assistant", "tool_call",
+     'run_shell_command(command="pytest tests/test_ws.py -x -q --count 10")'),
+    ("w-g1#result:run_shell_command-1", "tool", "tool_result",
+     "FAILED tests/test_ws.py::test_reconnect_after_server_restart - asyncio.TimeoutError: "
+     "no reconnect within 2.0s\n1 failed, 23 passed in 9.81s"),
+    ("w-g2#text", "assistant", "text",
+     "The client retries once after a fixed 2 s; the test server sometimes needs longer to restart. "
+     "Retrying with backoff up to 10 s makes it pass 50 times in a row."),
+]
+
 # path, format, problems (line, reason), sessions:
 # (session_id, agent_id, title, project, branch, started_at, ended_at, messages)
 FIXTURES = [
@@ -165,6 +225,12 @@ FIXTURES = [
      [(15, "unknown line type 'session_title'"), (18, "unknown response_item type 'hologram_call'")],
      [(CODEX_ID, None, None, "/home/dev/billing", "fix/export-timeout",
        "2026-03-04T10:15:02.300Z", "2026-03-04T10:16:30Z", CODEX_MESSAGES)]),
+    (GEMINI, "gemini", [(7, "unknown message type 'hologram'")],
+     [("7c1e9a20-5d4b-4f3e-9a8b-1c2d3e4f5a6b", None, "Nightly report MemoryError on the March CSV",
+       "/home/dev/reports", None, "2026-03-05T14:00:03.120Z", "2026-03-05T14:03:00Z", GEMINI_MESSAGES)]),
+    (GEMINI_DOC, "gemini_json", [(69, "messages[4]: unknown message type 'hologram'")],
+     [("3b5d0f11-8e7a-4c6b-b5a4-9d8c7b6a5f40", None, "Flaky websocket reconnect test", None, None,
+       "2026-02-20T09:30:00Z", "2026-02-20T09:34:10Z", GEMINI_DOC_MESSAGES)]),
     (DISCORD, "discord", [(181, "messages[5]: empty content")],
      [("discord:1150000000000000002", None, "#incidents", None, None,
        "2026-02-14T09:10:00Z", "2026-02-14T09:15:45Z", DISCORD_MESSAGES)]),
@@ -177,9 +243,9 @@ def test_fixture(path, fmt, problems, sessions):
     result = parse_any(path)
     assert result.format == fmt
     data = path.read_bytes()
-    # the Codex fixture ends in a line still being written: left for the next read, unreported
-    cut = data[data.rfind(b"\n") + 1:] if fmt == "codex" else b""
-    assert result.end_offset == len(data) - len(cut) and (cut != b"") == (fmt == "codex")
+    # the Codex and Gemini fixtures end in a line still being written: left for the next read, unreported
+    cut = data[data.rfind(b"\n") + 1:] if fmt in ("codex", "gemini") else b""
+    assert result.end_offset == len(data) - len(cut) and (cut != b"") == (fmt in ("codex", "gemini"))
     assert [(p.line, p.reason) for p in result.problems] == problems
     assert all(p.path == str(path) for p in result.problems)
     got = [(s.session_id, s.agent_id, s.title, s.project, s.branch, s.started_at, s.ended_at,
@@ -223,6 +289,31 @@ def test_codex_details():
     assert by_id["L17"].metadata["is_error"] is False and by_id["L17"].metadata["exit_code"] == 0
     assert by_id["L20"].metadata == {"images": 1}
     assert all(m.importance is None for m in s.messages)
+
+
+def test_gemini_details():
+    [s] = gemini.parse(GEMINI).sessions
+    by_id = {m.external_id: m for m in s.messages}
+    assert s.metadata == {"source_agent": "gemini", "project_hash": GEMINI_HASH, "kind": "main"}
+    assert by_id["m-u1#text"].metadata == {} and by_id["m-u1#text"].created_at == utc("2026-03-05T14:00:05Z")
+    assert by_id["m-g1#text"].metadata == {"model": "gemini-2.5-pro"}
+    # a call and its result share the call's id; the call's own time
+    call, result = by_id["m-g1#call:run_shell_command-1741183211-2"], by_id["m-g1#result:run_shell_command-1741183211-2"]
+    assert call.metadata == {"model": "gemini-2.5-pro", "tool_use_id": "run_shell_command-1741183211-2",
+                             "tool_name": "run_shell_command"}
+    assert result.metadata == {"tool_use_id": "run_shell_command-1741183211-2", "tool_name": "run_shell_command",
+                               "status": "success", "exit_code": 1, "is_error": True}
+    assert call.created_at == result.created_at == utc("2026-03-05T14:00:41.700Z")
+    assert by_id["m-g3#result:run_shell_command-1741183290-1"].metadata["is_error"] is False
+    assert by_id["m-e1#text"].metadata == {"is_error": True}
+    # the project: the folder above a path a tool call names whose SHA-256 is the project hash
+    assert s.project == "/home/dev/reports"
+    [d] = gemini.parse_document(GEMINI_DOC).sessions
+    assert d.metadata == {"source_agent": "gemini", "project_hash": GEMINI_HASH}
+    assert d.project is None  # its tool calls name no absolute path
+    assert {m.external_id: m.metadata for m in d.messages}["w-g1#result:run_shell_command-1"] == {
+        "tool_use_id": "run_shell_command-1", "tool_name": "run_shell_command", "status": "error",
+        "is_error": True}
 
 
 CODEX_OUTPUTS = [
@@ -295,7 +386,8 @@ def test_example_sessions():
     assert starts[0].year == 2026 and (starts[-1] - starts[0]).days >= 10
 
 
-@pytest.mark.parametrize("module", ["_read", "claude_code", "codex", "jsonl", "openai_chat", "discord",
+@pytest.mark.parametrize("module", ["_read", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
+                                    "discord",
                                     "_detect", "__init__"])
 def test_docstring_examples(module, monkeypatch):
     monkeypatch.chdir(ROOT)  # the examples name files relative to the repository
@@ -628,6 +720,98 @@ def test_bad_codex(tmp_path, name, lines, contents, problems):
     assert [(p.line, p.reason) for p in result.problems] == problems
 
 
+GM_META = json.dumps({"sessionId": "g-1", "projectHash": "h", "startTime": "2026-03-05T14:00:00Z"}).encode()
+
+
+def gm(mid, mtype="gemini", content="", **fields):
+    """One Gemini CLI message record."""
+    return json.dumps({"id": mid, "timestamp": "2026-03-05T14:00:05Z", "type": mtype,
+                       "content": content, **fields}).encode()
+
+
+def gm_call(cid, output, status="success"):
+    return {"id": cid, "name": "run_shell_command", "args": {"command": "make"}, "status": status,
+            "result": [{"functionResponse": {"id": cid, "name": "run_shell_command",
+                                             "response": {"output": output}}}]}
+
+
+def test_gemini_record_written_again_adds_only_what_is_new(tmp_path):
+    path = write(tmp_path, [GM_META, gm("a", content="looking"), gm("u", "user", "hi")], "session-x.jsonl")
+    first = gemini.parse(path)
+    assert [m.external_id for m in first.sessions[0].messages] == ["a#text", "u#text"]
+    with open(path, "ab") as f:
+        # the message is written again with its tool call; a metadata update titles the chat
+        f.write(gm("a", content="looking", toolCalls=[gm_call("c1", "Exit Code: 2")]) + b"\n"
+                + b'{"$set": {"summary": "make fails"}}\n')
+    second = gemini.parse(path, start_offset=first.end_offset)
+    [s] = second.sessions
+    assert (s.session_id, s.title, s.metadata["source_agent"]) == ("g-1", "make fails", "gemini")
+    assert [(m.external_id, m.kind) for m in s.messages] == [("a#text", "text"), ("a#call:c1", "tool_call"),
+                                                              ("a#result:c1", "tool_result")]
+    assert s.messages[2].metadata["is_error"] is True
+    # read at once: each part once, in the order first seen
+    assert [m.external_id for m in gemini.parse(path).sessions[0].messages] == [
+        "a#text", "u#text", "a#call:c1", "a#result:c1"]
+
+
+BAD_GEMINI = [
+    # name, lines, contents, problems (line, reason)
+    ("no id", [GM_META, b'{"type": "user", "content": "x"}'], [], [(2, "neither a message nor metadata")]),
+    ("not an object", [b"[1]"], [], [(1, "not a JSON object but list")]),
+    ("bad $set", [b'{"$set": 3}'], [], [(1, "$set without an object")]),
+    ("$set messages", [b'{"$set": {"messages": [3, {"id": "a", "type": "user", "content": "hi"}]}}'],
+     ["hi"], [(1, "messages[0]: not an object")]),
+    ("bad timestamp", [gm("a", "user", "hi", timestamp="soon")], ["hi"], [(1, "invalid timestamp")]),
+    ("content a number", [gm("a", "user", 3)], [], [(1, "content is neither text nor a list of parts")]),
+    ("unknown part", [gm("a", "user", [{"video": 1}, {"text": "hi"}])], ["hi"],
+     [(1, "part 0: unknown part ['video']")]),
+    ("thought and call parts", [gm("a", content=[{"text": "t", "thought": True}, {"functionCall": {}},
+                                                   {"text": "said"}])], ["said"], []),
+    ("toolCalls not a list", [gm("a", toolCalls=3)], [], [(1, "toolCalls is not a list")]),
+    ("call without a name", [gm("a", toolCalls=[{"id": "c", "args": {}}])], ["()"],
+     [(1, "toolCalls[0]: without a name")]),
+    ("result display", [gm("a", toolCalls=[{"id": "c", "name": "ls", "result": None, "resultDisplay": "shown"}])],
+     ["ls()", "shown"], []),
+    ("error response", [gm("a", toolCalls=[{"id": "c", "name": "f", "args": {}, "status": "error", "result": [
+        {"functionResponse": {"response": {"error": "denied"}}}]}])], ["f()", "denied"], []),
+    ("notices", [gm("i", "info", "note"), gm("w", "warning", "careful"), b'{"$rewindTo": "i"}'], [], []),
+]
+
+
+@pytest.mark.parametrize("name, lines, contents, problems", BAD_GEMINI, ids=[c[0] for c in BAD_GEMINI])
+def test_bad_gemini(tmp_path, name, lines, contents, problems):
+    result = gemini.parse(write(tmp_path, lines))
+    assert [m.content for s in result.sessions for m in s.messages] == contents
+    assert [(p.line, p.reason) for p in result.problems] == problems
+
+
+@pytest.mark.parametrize("paths, project", [
+    ({"directories": ["/srv/app"]}, "/srv/app"),
+    ({"directories": ["/srv/other"], "args": {"file_path": "/srv/app/src/main.py"}}, "/srv/app"),
+    ({"args": {"command": "ls /srv/app", "dir_path": "relative/srv/app"}}, None),
+    ({}, None),
+])
+def test_gemini_project_from_its_hash(tmp_path, paths, project):
+    digest = hashlib.sha256(b"/srv/app").hexdigest()
+    meta = {"sessionId": "s", "projectHash": digest, **({"directories": paths["directories"]}
+                                                          if "directories" in paths else {})}
+    call = {"id": "c", "name": "read_file", "args": paths.get("args", {})}
+    path = write(tmp_path, [json.dumps(meta).encode(), gm("a", content="x", toolCalls=[call])])
+    assert gemini.parse(path).sessions[0].project == project
+
+
+def test_gemini_document_damage(tmp_path):
+    path = tmp_path / "session.json"
+    text = GEMINI_DOC.read_text()
+    path.write_text(text[:text.index('"id": "w-g2"')])  # cut inside the fourth message
+    result = gemini.parse_document(path)
+    assert [m.external_id for m in result.sessions[0].messages][-1] == "w-g1#result:run_shell_command-1"
+    assert [p.reason.split(":")[0] for p in result.problems] == ["invalid JSON"]
+    path.write_text('{"sessionId": "s", "projectHash": "h", "messages": 3}')
+    assert [str(p.reason) for p in gemini.parse_document(path).problems] == [
+        "not a Gemini CLI chat: no list of messages"]
+
+
 # --------------------------------------------------------------------------- detection
 
 
@@ -638,6 +822,12 @@ DETECT = [
     ("claude, summary first", "a.jsonl", b'{"type": "summary", "summary": "s", "leafUuid": "u"}\n', "claude_code"),
     ("codex", "a.jsonl", CODEX.read_bytes(), "codex"),
     ("codex, appended part", "a.jsonl", cx_say("assistant", "x") + b"\n", "codex"),
+    ("gemini", "a.jsonl", GEMINI.read_bytes(), "gemini"),
+    ("gemini document", "a.json", GEMINI_DOC.read_bytes(), "gemini_json"),
+    ("gemini document, one line", "a.json", json.dumps(json.loads(GEMINI_DOC.read_text())).encode(),
+     "gemini_json"),
+    ("gemini document cut before its messages", "a.json", GEMINI_DOC.read_bytes()[:200], "gemini_json"),
+    ("gemini checkpoint", "a.json", b'[{"role": "user", "parts": [{"text": "hi"}]}]', None),
     ("jsonl", "a.jsonl", GENERIC.read_bytes(), "jsonl"),
     ("jsonl without newline", "a.jsonl", jl("x"), "jsonl"),
     ("openai object", "a.json", OPENAI.read_bytes(), "openai_chat"),
@@ -666,7 +856,8 @@ def test_detect_format(tmp_path, name, filename, content, fmt):
 
 @pytest.mark.parametrize("content, message", [
     (b"", "{}: empty file"),
-    (b"hello", "{}: not a recognised transcript format (claude_code, codex, jsonl, openai_chat, discord)"),
+    (b"hello", "{}: not a recognised transcript format "
+              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord)"),
 ])
 def test_parse_any_refuses(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
@@ -676,7 +867,8 @@ def test_parse_any_refuses(tmp_path, content, message):
     assert str(exc.value) == message.format(path)
 
 
-@pytest.mark.parametrize("parser", [parse_any, detect_format, claude_code.parse, codex.parse, jsonl.parse,
+@pytest.mark.parametrize("parser", [parse_any, detect_format, claude_code.parse, codex.parse, gemini.parse,
+                                    gemini.parse_document, jsonl.parse,
                                     openai_chat.parse, discord.parse])
 def test_missing_path(tmp_path, parser):
     with pytest.raises(ImportFormatError, match=r": no such file$"):
@@ -768,13 +960,14 @@ FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def parse_bytes(parser, data: bytes, name: str = "s.jsonl"):
+def parse_bytes(module, data: bytes, name: str = "s.jsonl", parser=None):
+    parser = parser or module.parse
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, name)
         path.write_bytes(data)
-        result = parser.parse(path)
+        result = parser(path)
         # Resuming anywhere within what was consumed must not fail either.
-        parser.parse(path, start_offset=result.end_offset // 2)
+        parser(path, start_offset=result.end_offset // 2)
         return result
 
 
@@ -860,6 +1053,33 @@ codex_lines = st.fixed_dictionaries(
      "payload": codex_payloads | json_values},
     optional={"timestamp": timestamps})
 
+gemini_parts = st.fixed_dictionaries({}, optional={"text": texts | json_values, "thought": st.booleans(),
+                                                   "functionCall": json_values, "inlineData": json_values})
+gemini_calls = st.fixed_dictionaries(
+    {"id": st.sampled_from(["c1", "c2"]) | json_values},
+    optional={"name": texts | json_values, "args": json_values,
+              "status": st.sampled_from(["success", "error", "cancelled"]) | json_values,
+              "timestamp": timestamps, "resultDisplay": texts | json_values,
+              "result": st.lists(st.fixed_dictionaries({"functionResponse": st.fixed_dictionaries(
+                  {"response": st.fixed_dictionaries({}, optional={"output": texts, "error": texts})
+                   | json_values})}) | gemini_parts, max_size=2) | json_values})
+gemini_messages = st.fixed_dictionaries(
+    {"id": st.sampled_from(["m1", "m2", "m3"]),
+     "type": st.sampled_from(["user", "gemini", "gemini", "info", "error", "x"]) | json_values},
+    optional={"timestamp": timestamps, "content": texts | st.lists(gemini_parts, max_size=3) | json_values,
+              "displayContent": texts | json_values, "model": texts | json_values,
+              "thoughts": st.lists(st.fixed_dictionaries({}, optional={"subject": texts, "description": texts})
+                                   | json_values, max_size=2) | json_values,
+              "toolCalls": st.lists(gemini_calls, max_size=2) | json_values})
+gemini_lines = (gemini_messages | gemini_messages
+                | st.fixed_dictionaries({"sessionId": texts, "projectHash": texts},
+                                        optional={"startTime": timestamps, "summary": texts | json_values,
+                                                  "directories": json_values, "kind": texts})
+                | st.fixed_dictionaries({"$set": st.fixed_dictionaries({}, optional={
+                    "summary": texts | json_values, "messages": st.lists(gemini_messages, max_size=2)
+                    | json_values}) | json_values})
+                | st.fixed_dictionaries({"$rewindTo": texts | json_values}))
+
 
 @st.composite
 def line_files(draw, objects):
@@ -903,10 +1123,11 @@ def mutated(draw, source: bytes):
 @FUZZ
 @given(st.binary(max_size=600))
 def test_fuzz_random_bytes(data):
-    for parser in (claude_code, codex, jsonl):
+    for parser in (claude_code, codex, gemini, jsonl):
         check(parse_bytes(parser, data), data)
     for parser in (openai_chat, discord):
         check(parse_bytes(parser, data, "d.json"), data, exact=False)
+    check(parse_bytes(gemini, data, "d.json", parser=gemini.parse_document), data, exact=False)
 
 
 @FUZZ
@@ -922,6 +1143,20 @@ def test_fuzz_codex_lines(data):
 
 
 @FUZZ
+@given(line_files(gemini_lines))
+def test_fuzz_gemini_lines(data):
+    check(parse_bytes(gemini, data), data)
+
+
+@FUZZ
+@given(st.lists(gemini_messages, max_size=6), st.booleans())
+def test_fuzz_gemini_documents(messages, pretty):
+    doc = {"sessionId": "s", "projectHash": "h", "messages": messages}
+    data = json.dumps(doc, indent=2 if pretty else None).encode("utf-8", "surrogatepass")
+    check(parse_bytes(gemini, data, "d.json", parser=gemini.parse_document), data, exact=False)
+
+
+@FUZZ
 @given(line_files(jsonl_lines))
 def test_fuzz_jsonl_lines(data):
     check(parse_bytes(jsonl, data), data)
@@ -930,9 +1165,12 @@ def test_fuzz_jsonl_lines(data):
 @FUZZ
 @given(st.data())
 def test_fuzz_mutated_files(data):
-    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (jsonl, GENERIC)]:
+    for parser, path in [(claude_code, CLAUDE), (codex, CODEX), (gemini, GEMINI), (jsonl, GENERIC)]:
         sample = data.draw(mutated(path.read_bytes()))
         check(parse_bytes(parser, sample), sample)
+    sample = data.draw(mutated(GEMINI_DOC.read_bytes()))
+    check(parse_bytes(gemini, sample, "d.json", parser=gemini.parse_document), sample, exact=False)
+    detect_format_safely(sample)
     for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
         sample = data.draw(mutated(path.read_bytes()))
         check(parse_bytes(parser, sample, "d.json"), sample, exact=False)

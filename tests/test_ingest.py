@@ -39,6 +39,20 @@ CASES = {
              (A, "text"), (U, "text")],
             {"message": 2, "thinking": 2, "tool": 3, "turn_pair": 1}),
     }, [15, 18]),
+    "gemini/session-2026-03-05T14-00-7c1e9a20.jsonl": ("gemini", {
+        "7c1e9a20-5d4b-4f3e-9a8b-1c2d3e4f5a6b": (
+            "claude-code", "Nightly report MemoryError on the March CSV", "/home/dev/reports", None,
+            [(U, "text"), (A, "thinking"), (A, "text"), (A, "tool_call"), (T, "tool_result"),
+             (A, "tool_call"), (T, "tool_result"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"),
+             ("system", "text"), (A, "tool_call"), (T, "tool_result"), (A, "text"), (U, "text")],
+            {"message": 3, "thinking": 2, "tool": 4, "turn_pair": 1}),
+    }, [7]),
+    "gemini/session-2026-02-20T09-30-3b5d0f11.json": ("gemini_json", {
+        "3b5d0f11-8e7a-4c6b-b5a4-9d8c7b6a5f40": (
+            "claude-code", "Flaky websocket reconnect test", None, None,
+            [(U, "text"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"), (A, "text")],
+            {"thinking": 1, "tool": 1, "turn_pair": 1}),
+    }, [69]),
     "generic.jsonl": ("jsonl", {
         "deploy-2026-02-10": ("aria-devops", "Staging rollout v2.3", "shop", "release/2.3",
                               [(U, "text"), (A, "thinking"), (A, "tool_call"), (T, "tool_result"),
@@ -107,10 +121,10 @@ def test_reimport_adds_nothing(conn):
 
     again = _sync.index(conn, [IMPORTERS], agent_id="claude-code", full=True)
 
-    # 12 Claude Code, 12 Codex, 7 JSONL, 5 OpenAI chat and 4 Discord messages
-    assert first.inserted == 40 and first.count("new") == 5
-    assert again.count("reread") == 5
-    assert (again.messages, again.inserted) == (40, 0)
+    # 12 Claude Code, 12 Codex, 15 + 5 Gemini CLI, 7 JSONL, 5 OpenAI chat and 4 Discord messages
+    assert first.inserted == 60 and first.count("new") == 7
+    assert again.count("reread") == 7
+    assert (again.messages, again.inserted) == (60, 0)
     assert db_state(conn) == before
     assert conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone() == chunk_ids
 

@@ -346,9 +346,11 @@ def test_cli_remember_list_pin_forget(db_url, local_embedder, monkeypatch):
     # found by meaning (embedded at once), the old one only as of before the change
     out = run("recall", "how do we ship to staging?", "--agent", "aria", "--format", "json")
     assert [m["memory_id"] for m in json.loads(out.output)["memories"]] == [new]
-    start, end = (datetime.fromisoformat(listed[old][k]) for k in ("valid_from", "valid_until"))
+    # a time while the old one was true: between its valid_from and its valid_until (the two
+    # remember calls may be well under a second apart)
+    since_, until_ = (datetime.fromisoformat(listed[old][k]) for k in ("valid_from", "valid_until"))
     out = run("recall", "how do we ship to staging?", "--agent", "aria", "--format", "json",
-              "--as-of", (start + (end - start) / 2).isoformat())
+              "--as-of", (since_ + (until_ - since_) / 2).isoformat())
     assert [m["memory_id"] for m in json.loads(out.output)["memories"]] == [old]
     out = run("recall", "--auto", "--agent", "aria", "--project", "acme", "--all-projects")
     assert out.exit_code == 0 and out.output.startswith("## Relevant memory\n### Pinned\n")

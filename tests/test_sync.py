@@ -135,6 +135,43 @@ def test_growing_codex_rollout_is_read_from_the_offset(conn, tmp_path, parsed):
     assert [(r.status, r.inserted) for r in again.files] == [("unchanged", 0)]
 
 
+def gemini_record(obj: dict) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def test_growing_gemini_chat_is_read_from_the_offset(conn, tmp_path, parsed):
+    chats = tmp_path / "tmp" / "9f86d081" / "chats"
+    chats.mkdir(parents=True)
+    f = chats / "session-2026-04-01T10-00-aaaa1111.jsonl"
+    answer = {"id": "g1", "timestamp": "2026-04-01T10:00:05Z", "type": "gemini", "content": "running make"}
+    f.write_bytes(gemini_record({"sessionId": "aaaa1111-2222", "projectHash": "9f86d081",
+                                 "startTime": "2026-04-01T10:00:00Z"})
+                  + gemini_record({"id": "u1", "timestamp": "2026-04-01T10:00:01Z", "type": "user",
+                                   "content": [{"text": "why does make fail?"}]})
+                  + gemini_record(answer))
+    size1 = f.stat().st_size
+    _sync.index(conn, [tmp_path / "tmp"], agent_id="claude-code")
+    assert source_row(conn, f) == ("gemini", size1, size1, 2)
+
+    # Gemini CLI writes the answer again with its tool call, then titles the chat
+    call = {"id": "c1", "name": "run_shell_command", "args": {"command": "make"}, "status": "success",
+            "result": [{"functionResponse": {"response": {"output": "cc: not found\nExit Code: 127"}}}]}
+    extra = (gemini_record({**answer, "toolCalls": [call]})
+             + gemini_record({"$set": {"summary": "make fails: no compiler"}}))
+    with open(f, "ab") as fh:
+        fh.write(extra)
+    bump_mtime(f)
+    report = _sync.sync(conn, agent_id="claude-code")
+
+    [result] = report.files
+    assert (result.status, result.start_offset, result.messages, result.inserted) == (
+        "appended", size1, 3, 2)  # the answer's text again (stored already), the call, its result
+    assert contents(conn) == ["why does make fail?", "running make", 'run_shell_command(command="make")',
+                              "cc: not found\nExit Code: 127"]
+    assert conn.execute("select session_id, title, metadata->>'source_agent' from recall.sessions").fetchall() == [
+        ("aaaa1111-2222", "make fails: no compiler", "gemini")]
+
+
 def test_unchanged_files_are_not_opened(conn, tmp_path, parsed):
     f = tmp_path / "a.jsonl"
     f.write_bytes(line(1, "hello"))

@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import claude_code, codex, discord, jsonl, openai_chat
+from . import claude_code, codex, discord, gemini, jsonl, openai_chat
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
 PARSERS: dict[str, Callable[..., ParseResult]] = {
     "claude_code": claude_code.parse,
     "codex": codex.parse,
+    "gemini": gemini.parse,
+    "gemini_json": gemini.parse_document,
     "jsonl": jsonl.parse,
     "openai_chat": openai_chat.parse,
     "discord": discord.parse,
@@ -60,6 +62,8 @@ def _of_object(obj: dict) -> str | None:
     """The format one top-level object (a whole document or one line) belongs to."""
     if isinstance(obj.get("guild"), dict) and isinstance(obj.get("channel"), dict):
         return "discord"
+    if gemini.is_metadata(obj):
+        return "gemini_json" if isinstance(obj.get("messages"), list) else "gemini"
     if isinstance(obj.get("messages"), list):
         return "openai_chat"
     kind = obj.get("type")
@@ -77,9 +81,15 @@ def _of_document(text: str) -> str | None:
     # Read leniently: the head of a large export is a truncated document.
     root = JsonDoc(text, depth=2).value
     if isinstance(root, dict):
+        if gemini.is_metadata(root):
+            return "gemini_json"  # a document, whether or not its messages were reached
         fmt = _of_object(root)
         return fmt if fmt in ("discord", "openai_chat") else None
     if isinstance(root, list) and root and isinstance(root[0], dict):
+        if "parts" in root[0] and "content" not in root[0]:
+            # Gemini API history ({role, parts}): a Gemini CLI checkpoint (/chat save), which
+            # repeats the chat that Gemini CLI records anyway
+            return None
         if "messages" in root[0] or "role" in root[0]:
             return "openai_chat"
     return None

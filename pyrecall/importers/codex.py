@@ -224,7 +224,10 @@ class _State:
                 lines.report(n, f"{itype} without a name")
                 name = ""
             raw = p.get("arguments") if itype == "function_call" else p.get("input")
-            args = _arguments(raw) if itype == "function_call" else {"input": raw}
+            if itype == "function_call":
+                args = _arguments(raw)
+            else:
+                args = {"input": raw} if raw is not None else None
         if call_id:
             self.tools[call_id] = name
         meta = {**self._base(), "tool_use_id": call_id, "tool_name": name}

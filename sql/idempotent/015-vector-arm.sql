@@ -4,13 +4,30 @@
 -- Re-applied at every migrate. Used by hybrid_recall, session_recall and auto_context. The
 -- indexes it uses are built by recall.create_vector_index / vector_index_ddl (030-vector-index.sql).
 
--- _vector_exact: the exact top n of one agent: every chunk passing the filters, its distance
+-- The row conditions every function here applies inside the search (so that n rows come back
+-- whenever n rows qualify):
+--   p_exclude_session_id, p_kinds, p_since/p_until  as their names say;
+--   p_filters   metadata @> any (p_filters): a filter as its disjuncts (recall v4's any of
+--               several values, on the chunk or on any of its messages); NULL for none;
+--   p_project   the chunks of that project and the memories of no project (auto_context v4's
+--               Related); NULL for all;
+--   p_as_of     the validity of curated memories (sql/incremental/007-memories.sql): valid_until
+--               NULL or after p_as_of, valid_from at or before it; NULL: the current ones;
+--   p_any_validity  true: every row whatever its validity (the releases before v4, which do
+--               not know of memories, through recall._vector_arm / _vector_exact).
+-- recall._vector_arm / _vector_exact are the same with one filter object, every project and
+-- every validity: the shape that v1-v3 call.
+
+-- _vector_exact_scoped: the exact top n of one agent: every chunk passing the conditions, its distance
 -- computed, sorted. The B-tree (agent_id, created_at) finds the chunks (a since/until window
 -- narrows the range scanned); "+ 0" keeps the planner from answering the ORDER BY with an ANN
 -- index, whose answer is approximate.
-create or replace function recall._vector_exact(
-  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filter jsonb,
-  p_kinds text[], p_since timestamptz, p_until timestamptz)
+drop function if exists recall._vector_exact_scoped(text, vector, int, text, jsonb[], text[],
+  timestamptz, timestamptz, timestamptz, text);   -- (a pre-release shape)
+create or replace function recall._vector_exact_scoped(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filters jsonb[],
+  p_kinds text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_project text,
+  p_any_validity boolean default false)
 returns table (chunk_id bigint, distance double precision)
 language sql stable rows 100
 set search_path to pg_catalog, public, pg_temp
@@ -20,8 +37,13 @@ as $$
   where c.agent_id = p_agent_id and c.embedding is not null
     and c.created_at >= coalesce(p_since, '-infinity') and c.created_at < coalesce(p_until, 'infinity')
     and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
-    and (p_filter is null or c.metadata @> p_filter)
+    and (p_filters is null or c.metadata @> any (p_filters))
     and (p_kinds is null or c.kind = any (p_kinds))
+    and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+         or (c.kind = 'memory' and not c.metadata ? 'project'))
+    and (p_any_validity
+         or ((c.valid_until is null or c.valid_until > p_as_of)
+             and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)))
   order by 2, c.chunk_id
   limit p_n
 $$;
@@ -42,7 +64,7 @@ as $$
                    limit 1), 0)
 $$;
 
--- _vector_arm: the top n chunks of one agent by cosine distance, every filter applied inside
+-- _vector_arm_scoped: the top n chunks of one agent by cosine distance, every condition applied inside
 -- the search, so that n rows come back whenever n rows qualify; ordered by distance, then
 -- chunk_id. The contract is the TRUE top n; the ANN paths approach it (recall@10 >= 0.99 as
 -- measured in tests/test_filtered_ann.py and docs/DBA.md) and fall back to the exact scan
@@ -82,9 +104,12 @@ $$;
 -- with set_config(..., true) for the ANN statement only and restored right after it: the
 -- caller's transaction never sees them (on an error, the aborting transaction or savepoint
 -- undoes them).
-create or replace function recall._vector_arm(
-  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filter jsonb,
-  p_kinds text[], p_since timestamptz, p_until timestamptz)
+drop function if exists recall._vector_arm_scoped(text, vector, int, text, jsonb[], text[],
+  timestamptz, timestamptz, timestamptz, text);   -- (a pre-release shape)
+create or replace function recall._vector_arm_scoped(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filters jsonb[],
+  p_kinds text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_project text,
+  p_any_validity boolean default false)
 returns table (chunk_id bigint, distance double precision)
 language plpgsql volatile rows 100
 set search_path to pg_catalog, public, pg_temp
@@ -128,9 +153,9 @@ begin
               and c.created_at >= coalesce(p_since, '-infinity') and c.created_at < coalesce(p_until, 'infinity')
             limit own_min + 1) x;
       if n_rows <= own_min then
-        raise debug 'recall._vector_arm: agent %, path exact (window of % rows)', p_agent_id, n_rows;
-        return query select * from recall._vector_exact(p_agent_id, p_query, p_n, p_exclude_session_id,
-                                                        p_filter, p_kinds, p_since, p_until);
+        raise debug 'recall._vector_arm_scoped: agent %, path exact (window of % rows)', p_agent_id, n_rows;
+        return query select * from recall._vector_exact_scoped(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                        p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
         return;
       end if;
     end if;
@@ -141,11 +166,11 @@ begin
     from (select from recall.chunks c where c.agent_id = p_agent_id limit exact_max + 1) x;
     select v.index_oid, v.method into idx_oid, idx_method from recall._table_vector_index() v;
     if n_rows <= exact_max or idx_oid is null then
-      raise debug 'recall._vector_arm: agent %, path exact (% rows%)', p_agent_id,
+      raise debug 'recall._vector_arm_scoped: agent %, path exact (% rows%)', p_agent_id,
         case when n_rows > exact_max then '> ' || exact_max else n_rows::text end,
         case when n_rows > exact_max then ', no ANN index: refresh the indexes' else '' end;
-      return query select * from recall._vector_exact(p_agent_id, p_query, p_n, p_exclude_session_id,
-                                                      p_filter, p_kinds, p_since, p_until);
+      return query select * from recall._vector_exact_scoped(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                      p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
       return;
     end if;
     -- 3. large agent without an index of its own: the whole-table index, iterative scan; the
@@ -185,7 +210,7 @@ begin
       least(2147483647, greatest(coalesce(nullif(saved[3], '')::bigint, 20000), max_tuples))::text, true);
   end if;
 
-  raise debug 'recall._vector_arm: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
+  raise debug 'recall._vector_arm_scoped: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
     p_agent_id, idx_oid::regclass, idx_method, idx_rows,
     case when idx_method = 'diskann' then 'query_search_list_size' else 'ef_search' end,
     case when idx_method = 'diskann' then current_setting('diskann.query_search_list_size', true)
@@ -204,12 +229,18 @@ begin
           where %s
             and c.created_at >= coalesce($2, '-infinity') and c.created_at < coalesce($3, 'infinity')
             and ($4::text is null or c.session_id <> $4)
-            and ($5::jsonb is null or c.metadata @> $5)
+            and ($5::jsonb[] is null or c.metadata @> any ($5))
             and ($6::text[] is null or c.kind = any ($6))
+            and ($9::text is null or c.metadata @> jsonb_build_object('project', $9::text)
+                 or (c.kind = 'memory' and not c.metadata ? 'project'))
+            and ($10::boolean
+                 or ((c.valid_until is null or c.valid_until > $8)
+                     and ($8::timestamptz is null or c.valid_from is null or c.valid_from <= $8)))
           order by c.embedding <=> $1
           limit $7) a$q$, agent_filter)
     into ids, dists
-    using p_query, p_since, p_until, p_exclude_session_id, p_filter, p_kinds, p_n;
+    using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
+          p_any_validity;
 
   perform set_config('enable_sort', saved[6], true);
   if idx_method = 'diskann' then
@@ -224,13 +255,39 @@ begin
   -- fewer than n rows: the scan gave up before the filters let n through (or fewer qualify):
   -- only the exact scan can say
   if coalesce(cardinality(ids), 0) < p_n then
-    raise debug 'recall._vector_arm: agent %, ANN gave % of % rows: exact instead', p_agent_id,
+    raise debug 'recall._vector_arm_scoped: agent %, ANN gave % of % rows: exact instead', p_agent_id,
       coalesce(cardinality(ids), 0), p_n;
-    return query select * from recall._vector_exact(p_agent_id, p_query, p_n, p_exclude_session_id,
-                                                    p_filter, p_kinds, p_since, p_until);
+    return query select * from recall._vector_exact_scoped(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                    p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
     return;
   end if;
   return query select u.chunk_id, u.distance from unnest(ids, dists) with ordinality as u(chunk_id, distance, i)
                order by u.i;
 end
+$$;
+
+-- _vector_exact, _vector_arm: the shape v1-v3 call (released/shared.txt): one filter object,
+-- every project, every row whatever its validity
+create or replace function recall._vector_exact(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filter jsonb,
+  p_kinds text[], p_since timestamptz, p_until timestamptz)
+returns table (chunk_id bigint, distance double precision)
+language sql stable rows 100
+set search_path to pg_catalog, public, pg_temp
+as $$
+  select * from recall._vector_exact_scoped(p_agent_id, p_query, p_n, p_exclude_session_id,
+    case when p_filter is not null then array[p_filter] end, p_kinds, p_since, p_until,
+    null, null, true)
+$$;
+
+create or replace function recall._vector_arm(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filter jsonb,
+  p_kinds text[], p_since timestamptz, p_until timestamptz)
+returns table (chunk_id bigint, distance double precision)
+language sql volatile rows 100
+set search_path to pg_catalog, public, pg_temp
+as $$
+  select * from recall._vector_arm_scoped(p_agent_id, p_query, p_n, p_exclude_session_id,
+    case when p_filter is not null then array[p_filter] end, p_kinds, p_since, p_until,
+    null, null, true)
 $$;

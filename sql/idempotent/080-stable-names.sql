@@ -47,7 +47,7 @@ as $$
   select * from recall._hybrid_recall_v4(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
-    importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session, null, true)
+    importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session, null)
 $$;
 
 comment on function recall.hybrid_recall is

@@ -77,7 +77,7 @@ begin
 end
 $$;
 
--- The v4 arms: recall._vector_arm_scoped (sql/idempotent/016-vector-arm-scoped.sql, a contract
+-- The v4 arms: recall._vector_arm_scoped (sql/idempotent/015-vector-arm.sql, a contract
 -- listed in shared.txt) and _text_arm_v4 below (recall._text_arm_v3 of v3.sql), each with v4's
 -- row conditions inside the search, so that n rows come back whenever n rows qualify:
 -- p_filters (recall._filter_disjuncts_v4), p_project (the chunks of that project and the
@@ -265,10 +265,7 @@ as $$
 $$;
 
 -- _hybrid_recall_v4: hybrid_recall_v4's body, with scope_project (the chunks of that project
--- and the memories of no project; auto_context_v4's Related) and with_origin (false: the
--- columns session_title and role left NULL, for callers that keep a few of many rows and read
--- them for those only: session_recall_v4's pool of 1000 paid ~10 ms for them).
--- See hybrid_recall_v4's COMMENT.
+-- and the memories of no project; auto_context_v4's Related). See hybrid_recall_v4's COMMENT.
 create or replace function recall._hybrid_recall_v4(
   agent_id           text,
   query_text         text        default null,
@@ -290,8 +287,7 @@ create or replace function recall._hybrid_recall_v4(
   as_of              timestamptz default null,
   dedup_similarity   float8      default 0.95,
   turns_per_session  int         default null,
-  scope_project      text        default null,
-  with_origin        boolean     default true)
+  scope_project      text        default null)
 returns setof recall.recall_row_v4
 language plpgsql volatile security invoker
 -- generic plans for the statements inside, as in v3
@@ -375,24 +371,21 @@ begin
     where _hybrid_recall_v4.min_similarity is null or x.similarity is null
        or x.similarity >= _hybrid_recall_v4.min_similarity
   ),
-  -- with turns_per_session: the chunks past a session's best turns_per_session (memories are
-  -- no session's); ranked on the few columns needed, and not at all without it
-  surplus as (
-    select x.chunk_id
-    from (select s.chunk_id, s.kind,
+  -- at most turns_per_session chunks of a session, its best ones (memories are no session's)
+  capped as (
+    select x.*
+    from (select s.*,
                  row_number() over (partition by s.session_id
                                     order by s.score desc, s.created_at desc, s.chunk_id desc) as in_session
-          from scored s
-          where _hybrid_recall_v4.turns_per_session is not null) x
-    where x.kind <> 'memory' and x.in_session > _hybrid_recall_v4.turns_per_session
+          from scored s) x
+    where _hybrid_recall_v4.turns_per_session is null or x.kind = 'memory'
+       or x.in_session <= _hybrid_recall_v4.turns_per_session
   ),
   -- recall._finish's steps, on the rows already read: the best max(4k, 40) in the final order
   -- (score desc, created_at desc, chunk_id desc) ...
   top as (
     select x.*, row_number() over (order by x.score desc, x.created_at desc, x.chunk_id desc) as pos
-    from scored x
-    where _hybrid_recall_v4.turns_per_session is null
-       or x.chunk_id not in (select u.chunk_id from surplus u)
+    from capped x
     order by pos
     limit greatest(4 * _hybrid_recall_v4.k, 40)
   ),
@@ -422,19 +415,15 @@ begin
          b.text_rank, b.recency, b.importance, b.n_tokens, b.cumulative_tokens, b.metadata,
          b.message_ids,
          case when b.kind = 'memory' then b.chunk_id end,
-         b.agent_id,
-         -- a sub-select, not a join: the session's row by its key, for the rows returned only
-         -- (planned generically, a join may read every session)
-         case when _hybrid_recall_v4.with_origin then
-           (select s.title from recall.sessions s where s.session_id = b.session_id) end,
-         case when _hybrid_recall_v4.with_origin then
-           (select string_agg(r.role, '+' order by r.first_at)
-            from (select m.role, min(u.i) as first_at
-                  from unnest(b.message_ids) with ordinality as u(message_id, i)
-                  join recall.messages m on m.message_id = u.message_id
-                  group by m.role) r) end,
+         b.agent_id, s.title,
+         (select string_agg(r.role, '+' order by r.first_at)
+          from (select m.role, min(u.i) as first_at
+                from unnest(b.message_ids) with ordinality as u(message_id, i)
+                join recall.messages m on m.message_id = u.message_id
+                group by m.role) r),
          b.memory_kind
   from budgeted b
+  left join recall.sessions s on s.session_id = b.session_id
   where b.rnk <= _hybrid_recall_v4.k
     and (_hybrid_recall_v4.token_budget is null or b.cumulative_tokens <= _hybrid_recall_v4.token_budget)
   order by b.pos;
@@ -470,7 +459,7 @@ as $$
   select * from recall._hybrid_recall_v4(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
-    importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session, null, true)
+    importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session, null)
 $$;
 
 comment on function recall.hybrid_recall_v4 is $c$
@@ -565,7 +554,7 @@ begin
       importance_weight => session_recall_v4.importance_weight,
       half_life => session_recall_v4.half_life, as_of => session_recall_v4.as_of,
       candidates => session_recall_v4.candidates,
-      dedup_similarity => 2, with_origin => false) h
+      dedup_similarity => 2) h
   ),
   -- stage 1 (as v3): each session by its best chunk and its best three, plus its summary's
   -- similarity. Memories belong to no session: they skip stages 1 and 2.
@@ -628,14 +617,7 @@ begin
   select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, f.score, x.similarity,
          x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
          x.message_ids, x.session_rank, x.session_score,
-         x.memory_id, x.agent_id,
-         (select s.title from recall.sessions s where s.session_id = x.session_id),
-         (select string_agg(r.role, '+' order by r.first_at)
-          from (select m.role, min(u.i) as first_at
-                from unnest(x.message_ids) with ordinality as u(message_id, i)
-                join recall.messages m on m.message_id = u.message_id
-                group by m.role) r),
-         x.memory_kind
+         x.memory_id, x.agent_id, x.session_title, x.role, x.memory_kind
   from finished f
   join capped x on x.chunk_id = f.chunk_id
   order by f.pos;
@@ -784,8 +766,7 @@ begin
       k => least(1000, greatest(60, token_budget / 25)),
       exclude_session_id => exclude_session_id, as_of => as_of,
       scope_project => case when auto_context_v4.all_projects then null
-                            else auto_context_v4.project end,
-      with_origin => false) h
+                            else auto_context_v4.project end) h
     where (related_query is not null or related_embedding is not null)
       and h.session_id is distinct from latest
       and not (h.kind = 'tool' and h.metadata->>'tool_name' in
@@ -907,8 +888,7 @@ begin
               else c.metadata || jsonb_build_object('resolution_of', o.resolution_of) end,
          c.message_ids, o.section,
          case when c.kind = 'memory' then c.chunk_id end,
-         c.agent_id,
-         (select s.title from recall.sessions s where s.session_id = c.session_id),
+         c.agent_id, s.title,
          (select string_agg(r.role, '+' order by r.first_at)
           from (select m.role, min(u.i) as first_at
                 from unnest(c.message_ids) with ordinality as u(message_id, i)
@@ -917,6 +897,7 @@ begin
          c.memory_kind
   from ordered o
   join recall.chunks c on c.chunk_id = o.chunk_id
+  left join recall.sessions s on s.session_id = c.session_id
   order by o.pos;
 end
 $$;

@@ -15,7 +15,7 @@ A = "agent_id => %(a)s, query_text => %(t)s, query_embedding => %(v)s"
 SQL = {f"{fn}_{v}": f"select chunk_id from recall.{fn}_{v}({A}, k => 10, token_budget => 2000)"
        for fn in ("hybrid_recall", "session_recall") for v in ("v3", "v4")}
 SQL["pool_v3"] = f"select chunk_id from recall.hybrid_recall_v3({A}, k => 1000, candidates => 200, dedup_similarity => 2)"
-SQL["pool_v4"] = f"select chunk_id from recall._hybrid_recall_v4({A}, k => 1000, candidates => 200, dedup_similarity => 2, with_origin => false)"
+SQL["pool_v4"] = f"select chunk_id from recall._hybrid_recall_v4({A}, k => 1000, candidates => 200, dedup_similarity => 2)"
 SQL["varm_v3"] = "select chunk_id from recall._vector_arm(%(a)s, %(v)s, 200, null, null, null, null, null)"
 SQL["varm_v4"] = "select chunk_id from recall._vector_arm_scoped(%(a)s, %(v)s, 200, null, null, null, null, null, null, null)"
 SQL["tarm_v3"] = ("select t.chunk_id from recall._text_plan_v3(%(a)s, %(t)s) p, lateral recall._text_arm_v3(%(a)s, p.match_q, p.rank_q, "
