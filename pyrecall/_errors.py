@@ -17,6 +17,10 @@ class NotFoundError(PyrecallError):
     """An id names nothing the agent may see: unknown, or another agent's (SQLSTATE P0002)."""
 
 
+class MissingDependencyError(ConfigError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
 class DatabaseError(PyrecallError):
     """The database cannot be reached, started or used as asked."""
 

@@ -353,6 +353,7 @@ def print_table(console, result: RecallResult, *, infos: dict[str, SessionInfo],
         head = f"{KIND_LABELS.get(m.kind, m.kind)} · {_one_line(session, 70)}"
         if m.metadata and m.metadata.get("permalink"):
             head += f" · {m.metadata['permalink']}"
+        head += f" · chunk {m.chunk_id}"       # the id `pyrecall mark` takes
         body = f"[dim]{escape(head)}[/dim]\n{escape(_shorten(m.content, 400))}"
         first = (m.section or "") if mode == "auto" else f"{m.score:.3f}"
         table.add_row(str(i), first, f"{m.created_at:%Y-%m-%d}", body)

@@ -28,6 +28,7 @@ from ._errors import (
     DatabaseError,
     DimensionMismatchError,
     EmbeddingError,
+    PyrecallError,
     TransientEmbeddingError,
 )
 
@@ -36,6 +37,11 @@ log = logging.getLogger("pyrecall.worker")
 CHANNEL = "recall_chunks"
 BACKOFF_BASE_S = 30          # first retry after 30 s, then 60, 120, ... capped
 BACKOFF_CAP_S = 6 * 3600
+# A run that wrote at least this many chunks vacuums them: each write of an embedding is an
+# UPDATE, which leaves the old row version behind, and until autovacuum comes (minutes, after
+# 20% of a big table has changed) queries wade through them (hybrid_recall p95 x16 measured
+# after embedding 100k chunks). VACUUM (ANALYZE) also gives the planner the new statistics.
+VACUUM_MIN_ROWS = 1000
 
 
 @dataclass
@@ -47,6 +53,7 @@ class EmbedReport:
     cleaned: int = 0
     pending: int = 0      # still pending at the end (dry run: what would be embedded)
     seconds: float = 0.0
+    vacuumed: bool = False  # the run wrote VACUUM_MIN_ROWS chunks or more and vacuumed them
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -198,10 +205,24 @@ class Worker:
             if n == 0:
                 break
             batches += 1
+        report.vacuumed = self._vacuum(report)
         report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
                                        model=self.model_filter, filter=self.filter)
         report.seconds = time.perf_counter() - start
         return report
+
+    def _vacuum(self, report: EmbedReport) -> bool:
+        """VACUUM (ANALYZE) recall.chunks after a run that wrote many rows; not possible inside
+        the caller's transaction (skipped there: autovacuum will come)."""
+        written = report.embedded + report.failed + report.skipped
+        if written < VACUUM_MIN_ROWS:
+            return False
+        if not self.conn.autocommit or self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            log.info("wrote %d chunks inside a transaction: not vacuumed (autovacuum will)", written)
+            return False
+        # A role that does not own the table gets a warning from PostgreSQL and no vacuum.
+        self.conn.execute("vacuum (analyze) recall.chunks")
+        return True
 
     def run_batch(self, report: EmbedReport) -> int:
         """Claim, embed and write one batch; return how many chunks it claimed."""
@@ -290,10 +311,12 @@ class Worker:
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],
                 *, idle_timeout: float = 30.0, stop: Callable[[], bool] = lambda: False,
-                on_report: Callable[[EmbedReport], None] | None = None) -> None:
+                on_report: Callable[[EmbedReport], None] | None = None,
+                between: Callable[[psycopg.Connection], object] | None = None) -> None:
     """Run forever: embed what is pending, then sleep until a NOTIFY on recall_chunks (or
     idle_timeout, to pick up retries whose backoff ran out). Reconnects when the server goes
-    away, with backoff."""
+    away, with backoff. ``between`` runs after each pass (the session summaries of
+    pyrecall._summarize.QuietSummarizer); its failure is logged, the loop goes on."""
     delay = 1.0
     while not stop():
         try:
@@ -305,6 +328,14 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                     report = worker.run()
                     if on_report and report.scanned:
                         on_report(report)
+                    if between is not None:
+                        try:
+                            between(conn)
+                        except psycopg.OperationalError:
+                            raise
+                        except (psycopg.Error, PyrecallError) as exc:
+                            lines = str(exc).strip().splitlines()
+                            log.warning("between batches: %s", lines[0] if lines else type(exc).__name__)
                     for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
                         pass
         except (psycopg.OperationalError, DatabaseError) as exc:

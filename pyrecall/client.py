@@ -5,6 +5,8 @@ recall.auto_context), never here."""
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -13,10 +15,17 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg.pq import TransactionStatus
 
 from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
-from ._errors import ConfigError, EmbeddingError, NotFoundError, PyrecallError
+from ._errors import (
+    ConfigError,
+    EmbeddingError,
+    MissingDependencyError,
+    NotFoundError,
+    PyrecallError,
+)
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
 
@@ -137,7 +146,7 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
 # int8 and find no function ("function ... does not exist") instead of "integer out of range"
 CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "int",
          "filter": "jsonb", "turns_per_session": "int", "metadata": "jsonb", "memory_id": "bigint",
-         "supersedes": "bigint", "max_rows": "int", "importance": "float8"}
+         "supersedes": "bigint", "max_rows": "int", "importance": "float8", "chunk_id": "bigint"}
 
 
 def _call(function: str, args: dict) -> str:
@@ -216,6 +225,54 @@ def _memories_args(agent_id, project, kind, limit, include_superseded, pinned_on
             "include_superseded": include_superseded, "pinned_only": pinned_only, "max_rows": limit}
 
 
+# ---------------------------------------------------------------- the recall log (opt-in)
+
+LOG_CHECK_SECONDS = 10.0   # how often a connection re-reads whether the log is on
+LOG_ON_SQL = ("select coalesce((select value = 'true'::jsonb from recall.config "
+              "where key = 'recall_log'), false)")
+LOG_SQL = "select recall.log_recall(%s, %s, %s, %s, %s, %s, %s)"
+# a statement of its own (autocommit): its commit does not wait for the WAL flush (a log row
+# lost in a crash is acceptable; the flush cost 3-10 ms a recall on a busy disk)
+LOG_SQL_ASYNC = ("select set_config('synchronous_commit', 'off', true), "
+                 "recall.log_recall(%s, %s, %s, %s, %s, %s, %s)")
+
+
+@dataclass
+class _LogSwitch:
+    """Whether recall.config says to log recalls, as one connection last read it."""
+
+    on: bool = False
+    read_at: float | None = None
+
+    def due(self) -> bool:
+        return self.read_at is None or time.monotonic() - self.read_at > LOG_CHECK_SECONDS
+
+    def seen(self, on) -> None:
+        self.on, self.read_at = bool(on), time.monotonic()
+
+
+# per connection (a pooled connection serves many short-lived clients)
+_switches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _switch(conn) -> _LogSwitch:
+    try:
+        return _switches.setdefault(conn, _LogSwitch())
+    except TypeError:          # an object that cannot be weakly referenced: its own switch
+        return _LogSwitch()
+
+
+def _log_params(function: str, agent_id: str, ms: float, rows: list, query: str | None,
+                source: str) -> list:
+    return [_text(agent_id), function, ms, len(rows), _text(query), source,
+            sum(m.n_tokens or 0 for m in rows)]
+
+
+def _log_failed(exc: Exception) -> None:
+    lines = str(exc).strip().splitlines()
+    log.warning("recall log: row not written (%s)", lines[0] if lines else type(exc).__name__)
+
+
 class Recall:
     """Memory across sessions, for one database.
 
@@ -292,7 +349,7 @@ class Recall:
             return None, None
         try:
             vector = _usable(self.embedder.embed([_text(query)])[0])
-        except (EmbeddingError, ImportError, OSError) as exc:
+        except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
         if vector is None:
@@ -312,8 +369,31 @@ class Recall:
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
-        cur = self.conn.execute(_call("hybrid_recall", args), args)
-        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    def _logged(self, function: str, args: dict, agent_id: str, query: str | None, embedding,
+                note: str | None) -> RecallResult:
+        """Run a recall function; log it when the recall log is on (recall.log_recall: one
+        statement on the same connection, in a savepoint inside a transaction). A log row that
+        cannot be written (a standby, another agent's id) is a warning, never an error."""
+        start = time.perf_counter()
+        rows = _memories(self.conn.execute(_call(function, args), args))
+        ms = (time.perf_counter() - start) * 1000
+        source = "hybrid" if embedding is not None else "keyword"
+        switch = _switch(self.conn)
+        try:
+            if switch.due():
+                switch.seen(self.conn.execute(LOG_ON_SQL).fetchone()[0])
+            if switch.on:
+                params = _log_params(function, agent_id, ms, rows, query, source)
+                if self.conn.info.transaction_status == TransactionStatus.INTRANS:
+                    with self.conn.transaction():
+                        self.conn.execute(LOG_SQL, params)
+                else:
+                    self.conn.execute(LOG_SQL_ASYNC if self.conn.autocommit else LOG_SQL, params)
+        except psycopg.Error as exc:
+            _log_failed(exc)
+        return RecallResult(query, rows, source, note)
 
     def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
@@ -325,8 +405,7 @@ class Recall:
         if sessions is not None:
             args["n_sessions"] = sessions
         args.update(options)
-        cur = self.conn.execute(_call("session_recall", args), args)
-        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("session_recall", args, agent_id, query, embedding, note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
                      task: str | None = None, token_budget: int = 4000,
@@ -337,8 +416,7 @@ class Recall:
         embedding, note = self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
-        cur = self.conn.execute(_call("auto_context", args), args)
-        return RecallResult(task, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories
     def _memory_embedding(self, content: str):
@@ -377,6 +455,17 @@ class Recall:
         args = {"agent_id": _text(agent_id), "memory_id": memory_id}
         try:
             return self.conn.execute(_call_scalar("forget_memory", args), args).fetchone()[0]
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """Set the importance (0..1) of one of the agent's chunks (recall.set_importance): it
+        weighs in every later recall and is kept when the chunk is re-derived; None returns it
+        to the value derived from its messages. Returns the previous importance; NotFoundError
+        when the agent has no such chunk."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            return self.conn.execute(_call_scalar("set_importance", args), args).fetchone()[0]
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
 
@@ -452,7 +541,7 @@ class AsyncRecall:
             return None, None
         try:
             vector = _usable((await self.embedder.aembed([_text(query)]))[0])
-        except (EmbeddingError, ImportError, OSError) as exc:
+        except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
         if vector is None:
@@ -491,10 +580,30 @@ class AsyncRecall:
         embedding, note = await self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
-        cur = await self.conn.execute(_call("hybrid_recall", args), args)
-        rows = await cur.fetchall()
-        return RecallResult(query, _memories(_Fetched(cur.description, rows)),
-                            "hybrid" if embedding is not None else "keyword", note)
+        return await self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    async def _logged(self, function: str, args: dict, agent_id: str, query: str | None,
+                      embedding, note: str | None) -> RecallResult:
+        """See :meth:`Recall._logged`."""
+        start = time.perf_counter()
+        cur = await self.conn.execute(_call(function, args), args)
+        rows = _memories(_Fetched(cur.description, await cur.fetchall()))
+        ms = (time.perf_counter() - start) * 1000
+        source = "hybrid" if embedding is not None else "keyword"
+        switch = _switch(self.conn)
+        try:
+            if switch.due():
+                switch.seen((await (await self.conn.execute(LOG_ON_SQL)).fetchone())[0])
+            if switch.on:
+                params = _log_params(function, agent_id, ms, rows, query, source)
+                if self.conn.info.transaction_status == TransactionStatus.INTRANS:
+                    async with self.conn.transaction():
+                        await self.conn.execute(LOG_SQL, params)
+                else:
+                    await self.conn.execute(LOG_SQL_ASYNC if self.conn.autocommit else LOG_SQL, params)
+        except psycopg.Error as exc:
+            _log_failed(exc)
+        return RecallResult(query, rows, source, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
                            branch: str | None = None, task: str | None = None,
@@ -504,10 +613,7 @@ class AsyncRecall:
         embedding, note = await self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
-        cur = await self.conn.execute(_call("auto_context", args), args)
-        rows = await cur.fetchall()
-        return RecallResult(task, _memories(_Fetched(cur.description, rows)),
-                            "hybrid" if embedding is not None else "keyword", note)
+        return await self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories
     async def remember(self, agent_id: str, content: str, *, kind: str = "note",
@@ -535,6 +641,15 @@ class AsyncRecall:
         args = {"agent_id": _text(agent_id), "memory_id": memory_id}
         try:
             cur = await self.conn.execute(_call_scalar("forget_memory", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        return (await cur.fetchone())[0]
+
+    async def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """See :meth:`Recall.set_importance`."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            cur = await self.conn.execute(_call_scalar("set_importance", args), args)
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
         return (await cur.fetchone())[0]

@@ -135,6 +135,7 @@ def test_bench_latency_topic_vectors_after_embed(server_url):
         "autovacuumed": False, "autoanalyzed": False}
     for r in stages.values():
         assert 0 < r["hybrid"]["p50"] <= r["hybrid"]["p95"]
+        assert r["hybrid"]["cpu_ms_per_call"] is None or r["hybrid"]["cpu_ms_per_call"] >= 0
     assert _in_unit(report["latency_ms"]["medium"]["hybrid"]["vector_arm_recall@10"])
 
 
@@ -487,5 +488,27 @@ def test_bench_mcp_small(server_url):
     assert report["chunks"] >= 300 and report["agent"] == "agent-00000"
     assert report["recall_ms"]["n"] == 5 and report["rows_per_call"] > 0
     assert report["sources"] == ["hybrid"]
-    for stats in (report["recall_ms"], report["parts"]["embed_ms"], report["parts"]["hybrid_recall_ms"]):
+    parts = report["parts"]
+    for stats in (report["recall_ms"], parts["embed_ms"], parts["hybrid_recall_ms"],
+                  parts["hybrid_recall_unbound_ms"]):
         assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
+
+
+def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_url, tmp_path):
+    # the generator of `pyrecall bench index`: deterministic, read by the Claude Code importer
+    from pyrecall import _db, _sync
+    from pyrecall.bench.sessions import write_sessions
+
+    paths = write_sessions(tmp_path / "a", 4, seed=3)
+    again = write_sessions(tmp_path / "b", 4, seed=3)
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in again]
+    with _db.connect(db_url) as conn:
+        report = _sync.index(conn, [tmp_path / "a"], agent_id="bench")
+        assert (report.count("new"), report.count("failed"), report.problems) == (4, 0, [])
+        per_session, kinds = conn.execute(
+            "select count(*)::float / count(distinct session_id), array_agg(distinct kind order by kind) "
+            "from recall.chunks").fetchone()
+        projects = conn.execute("select count(distinct project) from recall.sessions").fetchone()[0]
+    assert 35 <= per_session <= 70
+    assert kinds == ["code", "message", "thinking", "tool", "turn_pair"]
+    assert projects >= 2

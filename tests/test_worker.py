@@ -165,3 +165,37 @@ def test_empty_chunks_skipped_not_retried(conn):
     report = Worker(conn, FakeEmbedder()).run()
     assert (report.embedded, report.skipped) == (2, 1)
     assert Worker(conn, FakeEmbedder(), retry_now=True).run().scanned == 0
+
+
+def _vacuums(conn) -> int:
+    conn.execute("select pg_stat_clear_snapshot()")
+    return conn.execute("select vacuum_count from pg_stat_user_tables "
+                        "where relid = 'recall.chunks'::regclass").fetchone()[0]
+
+
+def _dead_tuples(conn) -> int:
+    conn.execute("create extension if not exists pgstattuple")
+    return conn.execute("select dead_tuple_count from pgstattuple('recall.chunks')").fetchone()[0]
+
+
+@pytest.mark.parametrize(("chunks", "vacuumed"), [(99, False), (100, True), (250, True)])
+def test_a_run_that_writes_many_rows_vacuums_them(conn, monkeypatch, chunks, vacuumed):
+    # Every embedding written is an UPDATE that leaves a dead row version; past the threshold
+    # the run vacuums, so the next queries do not pay for them.
+    monkeypatch.setattr(_worker, "VACUUM_MIN_ROWS", 100)
+    seed(conn, chunks)
+    before = _vacuums(conn)
+    report = Worker(conn, FakeEmbedder(), batch_size=32).run()
+    assert (report.embedded, report.vacuumed) == (chunks, vacuumed)
+    assert _vacuums(conn) == before + vacuumed
+    if vacuumed:
+        assert _dead_tuples(conn) == 0
+
+
+def test_no_vacuum_inside_the_callers_transaction(db_url, monkeypatch):
+    monkeypatch.setattr(_worker, "VACUUM_MIN_ROWS", 10)
+    with psycopg.connect(db_url) as c:  # autocommit off: a transaction is open throughout
+        register_vector(c)
+        seed(c, 20)
+        report = Worker(c, FakeEmbedder()).run()
+        assert (report.embedded, report.vacuumed) == (20, False)

@@ -1,0 +1,177 @@
+"""Index a real-sized history end to end: generated Claude Code sessions, `pyrecall import`,
+`pyrecall embed` with the local model, then cold one-shot recalls.
+
+Steps, each timed, into a throwaway database:
+1. write N sessions (pyrecall.bench.sessions, ~50 chunks each);
+2. import them (``_sync.index``, what `pyrecall import DIR` calls);
+3. embed every chunk (``Worker``, what `pyrecall embed` runs), model loaded beforehand;
+   the job's VACUUM (ANALYZE) timed apart, with hybrid_recall's p95 before it (what the job
+   used to leave behind), right after it, and after a second vacuum (the settled state);
+4. the raw model on a sample of the same chunks (batch 64): the local bulk model
+   (sentence-transformers) and ONNX Runtime, so the pipeline's share of the model's speed
+   is measured in the same run;
+5. cold `pyrecall recall "QUESTION"` and `pyrecall recall --auto --task T --hook`, each a new
+   process, 5 runs, median.
+
+    >>> run(20)["end_to_end_s"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _db, _sync, _worker
+from .._embed import LocalEmbedder
+from ._scratch import scratch_database
+from .ingest import server_cpu_ns
+from .sessions import write_sessions
+
+AGENT = "claude-code"
+QUERIES = ["why did the tests fail with a duplicate key?", "add retries with backoff",
+           "pool exhausted timeout under load", "migration backfill column", "where is the user_id validated?",
+           "the endpoint returns 500 on empty input", "configure structured logging", "rate limiting"]
+QUESTION = "why did the billing migration fail with a duplicate key?"
+TASK = "add idempotency keys to the orders endpoint"
+
+
+def _p95(conn, vectors: list[np.ndarray], rounds: int = 5) -> float:
+    times = []
+    for _ in range(rounds):
+        for q, v in zip(QUERIES, vectors, strict=True):
+            t = time.perf_counter()
+            conn.execute("select chunk_id from recall.hybrid_recall(agent_id => %s, query_text => %s, "
+                         "query_embedding => %s, k => 10, token_budget => 2000)", [AGENT, q, v]).fetchall()
+            times.append(time.perf_counter() - t)
+    return round(float(np.percentile(times, 95)) * 1000, 1)
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("pyrecall")
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from pyrecall.cli import main; main()"]
+
+
+def cold_recall(url: str, args: list[str], runs: int = 5, stdin: str | None = None) -> dict[str, Any]:
+    """Wall seconds of ``pyrecall ARGS`` in new processes: median and every run."""
+    env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1"}
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run([*_command(), *args], env=env, input=stdin or "", capture_output=True,
+                              text=True, timeout=300)
+        times.append(time.perf_counter() - t)
+        if proc.returncode != 0 or not re.search(r'source=hybrid|"source": "hybrid"', proc.stdout):
+            raise RuntimeError(f"pyrecall {' '.join(args)} failed or did not recall by meaning: "
+                               f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+    return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times]}
+
+
+def _raw(encode: Callable[[list[str]], Any], texts: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds to embed ``texts`` in batches of 64."""
+    t, cpu = time.perf_counter(), time.process_time()
+    for i in range(0, len(texts), 64):
+        encode(texts[i:i + 64])
+    return time.perf_counter() - t, time.process_time() - cpu
+
+
+def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample: int = 640,
+        recall_runs: int = 5, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Generate, import, embed and recall; the report (seconds, chunks/s, latencies, load)."""
+    report: dict[str, Any] = {"sessions": n_sessions, "load_at_start": os.getloadavg()}
+    tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-index-"))
+    try:
+        t = time.perf_counter()
+        write_sessions(tmp, n_sessions, seed=seed)
+        report["generate_s"] = round(time.perf_counter() - t, 1)
+        log(f"{n_sessions} sessions written in {report['generate_s']} s")
+        with scratch_database(dsn) as url, _db.connect(url) as conn:
+            t = time.perf_counter()
+            imported = _sync.index(conn, [tmp], agent_id=AGENT)
+            report["index_s"] = round(time.perf_counter() - t, 1)
+            report["messages"] = imported.inserted
+            report["chunks"] = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+            log(f"indexed: {report['chunks']} chunks in {report['index_s']} s")
+
+            embedder = LocalEmbedder()
+            t = time.perf_counter()
+            bulk = embedder._loaded(_embed_bulk())[0]   # the model `pyrecall embed` uses
+            report["model_load_s"] = round(time.perf_counter() - t, 1)
+            report["bulk_backend"] = type(bulk).__name__
+            # the raw model on a sample of the same chunks, half before and half after the
+            # pipeline, so that a change of the machine's load weighs on both alike
+            texts = [r[0] for r in conn.execute("select content from recall.chunks where "
+                                                "content ~ '\\S' order by chunk_id").fetchall()]
+            texts = random.Random(seed).sample(texts, min(sample, len(texts)))
+            half = len(texts) // 2
+            raw_before = _raw(embedder.embed, texts[:half])
+
+            vectors = [np.asarray(v, dtype=np.float32) for v in embedder.embed(QUERIES)]
+            worker = _worker.Worker(conn, embedder, batch_size=64)
+            saved = _worker.VACUUM_MIN_ROWS
+            _worker.VACUUM_MIN_ROWS = 2**62  # vacuum apart below, to measure before and after
+            try:
+                t, cpu, server = time.perf_counter(), time.process_time(), server_cpu_ns(conn)
+                embedded = worker.run()
+                embed_s, embed_cpu = time.perf_counter() - t, time.process_time() - cpu
+                server_end = server_cpu_ns(conn)
+            finally:
+                _worker.VACUUM_MIN_ROWS = saved
+            if server is not None and server_end is not None:
+                embed_cpu += (server_end - server) / 1e9   # the backend's share: claims, updates
+            report["embed_s"] = round(embed_s, 1)
+            report["embedded"] = embedded.embedded
+            report["pipeline_chunks_per_s"] = round(embedded.embedded / embed_s, 1)
+            report["pipeline_chunks_per_cpu_s"] = round(embedded.embedded / embed_cpu, 2)
+            log(f"embedded {embedded.embedded} in {embed_s:.0f} s")
+            # at once, before autovacuum can come: what the job used to leave, then what it leaves
+            report["p95_ms_without_vacuum"] = _p95(conn, vectors)
+            t = time.perf_counter()
+            report["vacuumed"] = worker._vacuum(embedded)
+            report["vacuum_s"] = round(time.perf_counter() - t, 1)
+            report["p95_ms_right_after_embed"] = _p95(conn, vectors)
+            conn.execute("vacuum (analyze) recall.chunks")
+            report["p95_ms_later"] = _p95(conn, vectors)
+            raw_after = _raw(embedder.embed, texts[half:])
+            report["raw_sample"] = len(texts)
+            report["raw_bulk_chunks_per_s"] = round(len(texts) / (raw_before[0] + raw_after[0]), 1)
+            report["raw_bulk_chunks_per_cpu_s"] = round(len(texts) / (raw_before[1] + raw_after[1]), 2)
+            onnx = LocalEmbedder(backend="onnx")
+            onnx.embed(texts[:2])  # loaded (the export exists: made at the first query)
+            wall, cpu = _raw(onnx.embed, texts)
+            report["raw_onnx_chunks_per_s"] = round(len(texts) / wall, 1)
+            report["raw_onnx_chunks_per_cpu_s"] = round(len(texts) / cpu, 2)
+            report["pipeline_vs_raw"] = round(report["pipeline_chunks_per_s"] / report["raw_bulk_chunks_per_s"], 3)
+            report["pipeline_vs_raw_cpu"] = round(report["pipeline_chunks_per_cpu_s"]
+                                                  / report["raw_bulk_chunks_per_cpu_s"], 3)
+            log(f"raw model: {report['raw_bulk_chunks_per_s']}/s (ONNX {report['raw_onnx_chunks_per_s']}/s)")
+
+            report["end_to_end_s"] = round(report["generate_s"] + report["index_s"] + report["model_load_s"]
+                                           + report["embed_s"] + report["vacuum_s"], 1)
+
+            report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs)
+            hook = '{"cwd": "/home/dev/acme-api", "session_id": "new-session"}'
+            report["cold_auto_hook"] = cold_recall(
+                url, ["recall", "--auto", "--task", TASK, "--hook", "--format", "json"], recall_runs, hook)
+            log(f"cold recall median {report['cold_recall']['median_s']} s")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["load_at_end"] = os.getloadavg()
+    return report
+
+
+def _embed_bulk() -> int:
+    from .._embed import BULK_TEXTS
+
+    return BULK_TEXTS + 1
