@@ -175,6 +175,9 @@ def test_sessions_carry_turns_and_time_span(chat, db_url):
     got = {s["session_id"]: (s["turns"], s["messages"], s["span_seconds"]) for s in json.loads(result.stdout)}
     assert got == {"talk": (2, 5, 7500.0),                                 # 2h05
                    "discord:1160000000000000002": (12, 12, 33 * 60.0)}     # a chat: every message
+    # and each recall result carries its session's
+    row = memories(chat, "refund webhook", "-k", "1")[0]
+    assert (row["session_turns"], row["session_span_seconds"]) == (12, 33 * 60.0)
     table = chat("sessions", env={"COLUMNS": "120"})
     assert table.exit_code == 0, table.output
     head = next(line for line in table.stdout.splitlines() if "started" in line).split()
