@@ -4,6 +4,7 @@ recall.auto_context), never here."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import weakref
@@ -510,6 +511,7 @@ class AsyncRecall:
         self.conn = conn
         self._embedder = embedder
         self._model = model or (embedder.model if embedder else _config.embed_model())
+        self._twin: Recall | None = None
 
     @classmethod
     async def connect(cls, dsn: str | None = None, **kwargs) -> AsyncRecall:
@@ -522,7 +524,20 @@ class AsyncRecall:
         return cls(conn, **kwargs)
 
     async def close(self) -> None:
+        if self._twin is not None:
+            await asyncio.to_thread(self._twin.close)
         await self.conn.close()
+
+    async def _in_thread(self, method: str, *args, **kwargs):
+        """Run Recall.<method> in a worker thread on a second, synchronous connection to the
+        same database (opened at the first such call): the bulk paths (COPY ingestion, the
+        embedding worker) are written once, for psycopg's synchronous connection."""
+        if self._twin is None:
+            info = self.conn.info
+            dsn = psycopg.conninfo.make_conninfo(info.dsn, **({"password": info.password} if info.password else {}))
+            self._twin = await asyncio.to_thread(Recall, dsn, model=self._model, embedder=self._embedder,
+                                                 migrate=False)
+        return await asyncio.to_thread(getattr(self._twin, method), *args, **kwargs)
 
     async def __aenter__(self):
         return self
@@ -549,28 +564,26 @@ class AsyncRecall:
             return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
         return vector, None
 
+    # -- remember
+    async def add_session(self, session_id: str, agent_id: str, *, title: str | None = None,
+                          project: str | None = None, branch: str | None = None,
+                          started_at: datetime | None = None, metadata: dict | None = None) -> None:
+        """See :meth:`Recall.add_session`."""
+        await self._in_thread("add_session", session_id, agent_id, title=title, project=project,
+                              branch=branch, started_at=started_at, metadata=metadata)
+
     async def add_messages(self, session_id: str, messages: Iterable[Message | dict], *,
-                           agent_id: str) -> int:
-        """Append messages to a session (created if missing); returns how many were new."""
-        msgs = [_ingest.as_message(m) for m in messages]
-        session_id, agent_id = _text(session_id), _text(agent_id)
-        # the ids the sync path gives (a hash of the message, not of the time it is stored):
-        # adding the same messages again is a no-op here too
-        ids = _ingest._stable_ids(Session(session_id, agent_id, messages=msgs))
-        rows = [[session_id, agent_id, _text(ext), m.role, m.kind, _ingest.clean_text(m.content),
-                 m.created_at, _ingest.storable_importance(m.importance), _ingest.clean_json(m.metadata or {})]
-                for m, ext in zip(msgs, ids, strict=True)]
-        async with self.conn.transaction():
-            await self.conn.execute(
-                "insert into recall.sessions (session_id, agent_id) values (%s, %s) on conflict do nothing",
-                [session_id, agent_id])
-            async with self.conn.cursor() as cur:
-                await cur.executemany(
-                    "insert into recall.messages (session_id, agent_id, external_id, role, kind, content, "
-                    "created_at, importance, metadata) values (%s, %s, %s, %s, %s, %s, "
-                    "coalesce(%s, now()), coalesce(%s, 0.5), %s::jsonb)",
-                    rows, returning=False)
-                return cur.rowcount
+                           agent_id: str | None = None) -> _ingest.IngestReport:
+        """See :meth:`Recall.add_messages` (COPY-fast, on a worker thread)."""
+        return await self._in_thread("add_messages", session_id, list(messages), agent_id=agent_id)
+
+    async def ingest(self, sessions: Iterable[Session], *, agent_id: str) -> _ingest.IngestReport:
+        """See :meth:`Recall.ingest`."""
+        return await self._in_thread("ingest", list(sessions), agent_id=agent_id)
+
+    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
+        """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
+        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id)
 
     async def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,
                      exclude_session_id: str | None = None, filter: dict | None = None,
@@ -604,6 +617,19 @@ class AsyncRecall:
         except psycopg.Error as exc:
             _log_failed(exc)
         return RecallResult(query, rows, source, note)
+
+    async def session_recall(self, agent_id: str, query: str, *, k: int = 10,
+                             sessions: int | None = None, token_budget: int | None = None,
+                             exclude_session_id: str | None = None, filter: dict | None = None,
+                             **options) -> RecallResult:
+        """See :meth:`Recall.session_recall`."""
+        embedding, note = await self._query_embedding(query)
+        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+                     None, None, None, {})
+        if sessions is not None:
+            args["n_sessions"] = sessions
+        args.update(options)
+        return await self._logged("session_recall", args, agent_id, query, embedding, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
                            branch: str | None = None, task: str | None = None,
@@ -669,3 +695,15 @@ class AsyncRecall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         cur = await self.conn.execute(MEMORIES_SQL, args)
         return [CuratedMemory(*row) for row in await cur.fetchall()]
+
+    # -- forget
+    async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
+        """See :meth:`Recall.forget`."""
+        async with self.conn.transaction():
+            if session_id is not None:
+                cur = await self.conn.execute(
+                    "delete from recall.sessions where session_id = %s and agent_id = %s", [session_id, agent_id])
+            else:
+                await self.conn.execute("delete from recall.source_files where agent_id = %s", [agent_id])
+                cur = await self.conn.execute("delete from recall.sessions where agent_id = %s", [agent_id])
+        return cur.rowcount
