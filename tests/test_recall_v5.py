@@ -1,5 +1,6 @@
 """Recall v5 (sql/idempotent/060-recall-v5.sql): v4's rows without a token budget; with one, the
-budget filled skip-and-continue, and the best chunk trimmed when it alone exceeds the budget."""
+budget filled skip-and-continue, overlapping or adjacent chat chunks of a session merged into one
+passage (no message paid twice), and the best chunk trimmed when it alone exceeds the budget."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ LINES = [("alice", "the deploy of the coupon service failed again"),
          ("erin", "who owns the coupon service deploy pipeline?"),
          ("alice", "I do; the deploy failed on the migration step"),
          ("bob", "then the timeout fixes the deploy as well")]
+SOLO = [("the deploy failed on the migration", "roll the migration back first"),
+        ("orders table lock again", "add a lock timeout to the orders migration"),
+        ("coupon endpoint returns 500", "the coupon service lost its database"),
+        ("deploy pipeline owner?", "alice owns the deploy pipeline"),
+        ("migration timeout value?", "thirty seconds for the migration timeout"),
+        ("docker image for coupons", "the coupon image is rebuilt nightly by the deploy job")]
 PAIRS = [("why did the deploy fail?", "the migration locked the orders table"),
          ("how do we stop the migration hanging?", "a lock timeout on the orders migration"),
          ("is the coupon endpoint tested?", "not yet, carol adds a test for the coupon endpoint")]
@@ -58,6 +65,12 @@ def chat_url(server_url, template_url):
             for j, (role, text) in enumerate((("user", q), ("assistant", a))):
                 conn.execute("insert into recall.messages (session_id, role, content, created_at) "
                              "values ('pairs', %s, %s, %s)", [role, text, t + timedelta(hours=1, minutes=2 * i + j)])
+        for i, (q, a) in enumerate(SOLO):    # one turn pair a session: nothing to merge
+            conn.execute("insert into recall.sessions (session_id, agent_id, metadata) "
+                         "values (%s, %s, '{\"solo\": true}')", [f"solo{i}", AGENT])
+            for j, (role, text) in enumerate((("user", q), ("assistant", a))):
+                conn.execute("insert into recall.messages (session_id, role, content, created_at) "
+                             "values (%s, %s, %s, %s)", [f"solo{i}", role, text, t + timedelta(days=1, hours=i, minutes=j)])
         Worker(conn, FakeEmbedder(), agent=AGENT).run()
         assert conn.execute("select count(*) from recall.chunks where embedding is null").fetchone()[0] == 0
         conn.execute("update recall.chunks set n_tokens = 30 + (chunk_id * 7 % 5) * 40")
@@ -106,13 +119,17 @@ def greedy(rows, budget):
 
 @pytest.mark.parametrize("fn", ["hybrid_recall", "session_recall"])
 def test_budget_is_filled_skip_and_continue(chat, fn):
+    """On chunks that share no session (nothing to merge): exactly the greedy fill."""
     fake = FakeEmbedder()
     skipped_somewhere = False
     for q in QUERIES:
-        args = dict(agent_id=AGENT, query_text=q, query_embedding=np.asarray(fake.vector(q)), k=20)
+        args = dict(agent_id=AGENT, query_text=q, query_embedding=np.asarray(fake.vector(q)), k=20,
+                    filter=json.dumps({"solo": True}))
+        if fn == "session_recall":
+            args["n_sessions"] = 20
         with chat.transaction():
             ranked = call(chat, f"{fn}_v4", **args)
-            assert len(ranked) >= 5
+            assert len(ranked) >= 5 and len({r["session_id"] for r in ranked}) == len(ranked)
             first = ranked[0]["n_tokens"]   # (a smaller budget trims it: the next test)
             for budget in (first, first + 40, first + 80, first + 150, first + 333, 10_000):
                 v4 = call(chat, f"{fn}_v4", **args, token_budget=budget)
@@ -133,7 +150,8 @@ def test_budget_is_filled_skip_and_continue(chat, fn):
 @pytest.mark.parametrize("fn", ["hybrid_recall", "session_recall"])
 def test_best_chunk_larger_than_the_budget_is_trimmed(chat, fn):
     q = "migration timeout orders table"
-    args = dict(agent_id=AGENT, query_text=q, query_embedding=np.asarray(FakeEmbedder().vector(q)), k=20)
+    args = dict(agent_id=AGENT, query_text=q, query_embedding=np.asarray(FakeEmbedder().vector(q)), k=20,
+                kinds=["window"])
     best = call(chat, f"{fn}_v4", **args)[0]
     assert best["kind"] == "window" and len(best["message_ids"]) == 4
     full = best["content"]
@@ -154,10 +172,9 @@ def test_best_chunk_larger_than_the_budget_is_trimmed(chat, fn):
         want = [m for m in best["message_ids"] if texts[m][:40] in kept]
         assert want and top["message_ids"] == want
         assert len(want) < len(best["message_ids"])
-        # the rest of the budget is filled as usual
-        assert [(r["chunk_id"], r["cumulative_tokens"]) for r in rows[1:]] == [
-            (c, u + top["n_tokens"]) for c, u in greedy(call(chat, f"{fn}_v4", **args)[1:],
-                                                       budget - top["n_tokens"])]
+        # the rest of the budget is filled as usual, never with the trimmed chunk's messages
+        assert rows[-1]["cumulative_tokens"] <= budget
+        assert all(not set(r["message_ids"] or ()) & set(want) for r in rows[1:])
     # a budget too small for one word: nothing, as v4
     assert call(chat, f"{fn}_v5", **args, token_budget=0) == []
 
@@ -167,3 +184,51 @@ def test_bad_budget_is_one_clear_error(chat):
         call(chat, "hybrid_recall_v5", agent_id=AGENT, query_text="deploy", token_budget=-1)
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="token_budget must be >= 0, got -1"):
         call(chat, "session_recall_v5", agent_id=AGENT, query_text="deploy", token_budget=-1)
+
+
+def passage_text(conn, ids, dated):
+    """A passage as the contract writes it: its messages in order, "Speaker: text", the date of
+    its first message first when it is made of chat windows."""
+    rows = conn.execute("select coalesce(metadata->>'speaker', initcap(role)), content, created_at "
+                        "from recall.messages where message_id = any(%s) order by seq", [ids]).fetchall()
+    body = "\n\n".join(f"{who}: {text}" for who, text, _ in rows)
+    when = rows[0][2].astimezone(UTC)
+    return f"[{when.day} {when:%B %Y}]\n{body}" if dated else body
+
+
+@pytest.mark.parametrize("fn", ["hybrid_recall", "session_recall"])
+def test_overlapping_and_adjacent_chunks_become_one_passage(chat, fn):
+    fake = FakeEmbedder()
+    kinds = dict(chat.execute("select chunk_id, kind from recall.chunks").fetchall())
+    merged_windows = merged_pairs = 0
+    for q in QUERIES + ["why did the deploy fail", "coupon endpoint test"]:
+        args = dict(agent_id=AGENT, query_text=q, query_embedding=np.asarray(fake.vector(q)), k=30)
+        with chat.transaction():
+            ranked = {r["chunk_id"]: r for r in call(chat, f"{fn}_v4", **args)}
+            for budget in (200, 400, 800, 5000):
+                v4 = call(chat, f"{fn}_v4", **args, token_budget=budget)
+                v5 = call(chat, f"{fn}_v5", **args, token_budget=budget)
+                held = [m for r in v5 for m in r["message_ids"] or ()]
+                assert len(held) == len(set(held)), "a message paid twice"
+                assert set(held) >= {m for r in v4 for m in r["message_ids"] or ()}
+                assert sum(r["n_tokens"] for r in v5) == v5[-1]["cumulative_tokens"] <= budget
+                assert [r["score"] for r in v5] == sorted((r["score"] for r in v5), reverse=True) \
+                    or fn == "session_recall"
+                for r in v5:
+                    best = ranked[r["chunk_id"]]
+                    parts = r["metadata"].get("merged_chunk_ids")
+                    if parts is None:
+                        assert r == {**best, "cumulative_tokens": r["cumulative_tokens"]}
+                        continue
+                    assert parts[0] == r["chunk_id"] and len(parts) >= 2
+                    assert {m for c in parts for m in ranked[c]["message_ids"]} == set(r["message_ids"])
+                    dated = any(kinds[c] == "window" for c in parts)
+                    assert r["content"] == passage_text(chat, r["message_ids"], dated)
+                    assert r["n_tokens"] == math.ceil(len(r["content"]) * best["n_tokens"] / len(best["content"]))
+                    assert {k: v for k, v in r.items() if k not in ("content", "n_tokens", "message_ids",
+                                                                   "metadata", "cumulative_tokens")} == \
+                        {k: v for k, v in best.items() if k not in ("content", "n_tokens", "message_ids",
+                                                                    "metadata", "cumulative_tokens")}
+                    merged_windows += dated
+                    merged_pairs += not dated
+    assert merged_windows and merged_pairs

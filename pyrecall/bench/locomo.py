@@ -257,7 +257,13 @@ DEFAULT_METHODS = (
     Method("hybrid_recall"),
     Method("session_recall", function="session_recall"),
 )
-FUNCTIONS = {"hybrid_recall", "session_recall"}
+# the stable names, and the versions in development beside them (V5_METHODS)
+FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
+             "hybrid_recall_v5", "session_recall_v5"}
+V5_METHODS = (
+    Method("hybrid_recall_v5", function="hybrid_recall_v5"),
+    Method("session_recall_v5", function="session_recall_v5"),
+)
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
