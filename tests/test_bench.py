@@ -249,6 +249,12 @@ def test_bench_locomo_bad_budgets_are_usage_errors(value, message):
     assert result.exit_code == 2 and message in result.output
 
 
+def test_bench_locomo_unknown_method_is_a_usage_error():
+    result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(SAMPLE),
+                                       "--methods", "hybrid_recall,hybrid_recall_v9"])
+    assert result.exit_code == 2 and "unknown method hybrid_recall_v9; choose from" in result.output
+
+
 def _bench_locomo(server_url: str, data: Path, *extra: str) -> dict:
     result = CliRunner().invoke(main, [
         "bench", "locomo", "--data", str(data), *extra, "--json", "--quiet", "--dsn", server_url])
@@ -289,6 +295,17 @@ def test_one_agent_holds_every_conversation(tmp_path):
         last + locomo.TURN_SPACING}
     assert [q.evidence_sessions for q in one.questions] == [q.evidence_sessions for q in apart.questions]
     assert all(q.evidence_sessions <= set(ids) for q in one.questions)
+
+
+@pytest.mark.slow
+def test_bench_locomo_versions(server_url):
+    """--methods: the versions side by side, by the names they are called."""
+    report = _bench_locomo(server_url, SAMPLE, "--no-baselines", "--budgets", "100,400",
+                           "--methods", "hybrid_recall_v4,hybrid_recall_v5,session_recall_v5")
+    assert list(report["methods"]) == ["hybrid_recall_v4", "hybrid_recall_v5", "session_recall_v5"]
+    for r in report["methods"].values():
+        for b in ("100", "400"):
+            assert _in_unit(r["budget"][b]["recall"]) and 0 < r["budget"][b]["tokens"] <= int(b)
 
 
 @pytest.mark.slow

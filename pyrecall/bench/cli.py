@@ -111,14 +111,19 @@ def bench():
               show_default=True,
               help="How the conversations are chunked: chat windows of 4 turns every 2, or turn "
                    "pairs (the default chunking of agent sessions).")
+@click.option("--methods", "methods", default="dense,text,hybrid_recall,session_recall",
+              show_default=True,
+              help="The methods to ask, comma-separated: dense, text, hybrid_recall, "
+                   "session_recall (the stable names), or a version: hybrid_recall_v4, "
+                   "hybrid_recall_v5, session_recall_v4, session_recall_v5.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
-def locomo_cmd(data, ks, budgets, baselines, chunking, limit_conversations, limit_questions,
-               one_agent, as_json, dsn, quiet):
+def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversations,
+               limit_questions, one_agent, as_json, dsn, quiet):
     """Evidence recall of dense, text, hybrid_recall and session_recall on LoCoMo.
 
     Each conversation is one agent (with --one-agent, all are one), loaded into a fresh
@@ -133,13 +138,21 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, limit_conversations, limi
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --json
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --one-agent
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --budgets 250,1000
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \\
+        --methods hybrid_recall_v4,hybrid_recall_v5,session_recall_v4,session_recall_v5
     """
     from . import locomo
 
+    names = [n.strip() for n in methods.split(",") if n.strip()]
+    unknown = [n for n in names if n not in locomo.METHODS]
+    if not names or unknown:
+        raise click.BadParameter(f"unknown method {', '.join(unknown) or '(none given)'}; "
+                                 f"choose from {', '.join(locomo.METHODS)}", param_hint="--methods")
     with _progress(not quiet) as progress:
         report = locomo.run(data, dsn=dsn, ks=_ks(ks), limit_conversations=limit_conversations,
                             limit_questions=limit_questions, budgets=_budgets(budgets),
                             baselines=baselines, chunking=chunking,
+                            methods=[locomo.METHODS[n] for n in dict.fromkeys(names)],
                             one_agent="locomo" if one_agent else None, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))

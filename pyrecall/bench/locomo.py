@@ -260,10 +260,10 @@ DEFAULT_METHODS = (
 # the stable names, and the versions in development beside them (V5_METHODS)
 FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
              "hybrid_recall_v5", "session_recall_v5"}
-V5_METHODS = (
-    Method("hybrid_recall_v5", function="hybrid_recall_v5"),
-    Method("session_recall_v5", function="session_recall_v5"),
-)
+# every method `bench locomo --methods` can name: the defaults, and each version by its name
+METHODS = {m.name: m for m in DEFAULT_METHODS} | {
+    f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
+    for fn in ("hybrid_recall", "session_recall") for v in ("v4", "v5")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
