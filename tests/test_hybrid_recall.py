@@ -225,11 +225,12 @@ def test_min_similarity(conn):
 @pytest.mark.parametrize("budget,expected_count", [
     (None, 3), (0, 0), (9, 0), (10, 1), (29, 1), (30, 2), (59, 2), (60, 3), (10_000, 3)])
 def test_token_budget_cut(conn, budget, expected_count):
+    """v1-v4's fill (v4 here; the stable name's v5 fill: tests/test_recall_v5.py)."""
     # n_tokens = ceil(chars / 4): 40, 80 and 120 characters -> 10, 20, 30 tokens
     for i, (n, imp) in enumerate([(40, 0.9), (80, 0.6), (120, 0.3)]):
         text = f"deploy{i} " + "x" * (n - len(f"System: deploy{i} "))
         add_chunk(conn, text, importance=imp)
-    rows = recall(conn, query_text="deploy0 deploy1 deploy2", token_budget=budget,
+    rows = recall(conn, "hybrid_recall_v4", query_text="deploy0 deploy1 deploy2", token_budget=budget,
                   vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
     assert len(rows) == expected_count
     assert [r[10] for r in rows] == [10, 20, 30][:expected_count]
@@ -237,11 +238,16 @@ def test_token_budget_cut(conn, budget, expected_count):
 
 
 def test_first_row_larger_than_budget_gives_no_rows_even_if_smaller_ones_follow(conn):
+    """v1-v4; v5 (the stable name) trims the first row and goes on: below."""
     add_chunk(conn, "deploy " + "y" * 400, importance=1.0)
     add_chunk(conn, "deploy small", importance=0.0)
-    rows = recall(conn, query_text="deploy", token_budget=50,
-                  vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
-    assert rows == []
+    args = dict(query_text="deploy", token_budget=50,
+                vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
+    assert recall(conn, "hybrid_recall_v4", **args) == []
+    rows = recall(conn, **args)
+    # one 400-character word: cut inside it (not back to "deploy"), the budget's share of it
+    assert len(rows) == 1 and rows[0][3].startswith("System: deploy yyy")
+    assert rows[0][10] == rows[0][11] == 50 and rows[0][12]["trimmed_from_tokens"] > 50
 
 
 def test_keyword_fallback_without_any_embedding(conn):

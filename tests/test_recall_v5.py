@@ -102,7 +102,8 @@ def test_v5_equals_v4_without_a_budget(chat, fn, case):
         with chat.transaction():    # one now() for both
             v4 = call(chat, f"{fn}_v4", **args)
             v5 = call(chat, f"{fn}_v5", **args)
-        assert v5 == v4
+            stable = call(chat, fn, **args)
+        assert v5 == v4 == stable
         seen += len(v4)
     assert seen > 0
 
@@ -208,6 +209,7 @@ def test_overlapping_and_adjacent_chunks_become_one_passage(chat, fn):
             for budget in (200, 400, 800, 5000):
                 v4 = call(chat, f"{fn}_v4", **args, token_budget=budget)
                 v5 = call(chat, f"{fn}_v5", **args, token_budget=budget)
+                assert call(chat, fn, **args, token_budget=budget) == v5     # the stable name
                 held = [m for r in v5 for m in r["message_ids"] or ()]
                 assert len(held) == len(set(held)), "a message paid twice"
                 assert set(held) >= {m for r in v4 for m in r["message_ids"] or ()}

@@ -1,5 +1,11 @@
--- 060-recall-v5: recall v5 in development (sql/README.md, "Releasing a new version"):
--- hybrid_recall_v5 and session_recall_v5, v4's ranking with a better token budget fill.
+-- sql/released/v5.sql: release 5: hybrid_recall_v5, session_recall_v5. v4's ranking; with a
+-- token_budget, the context filled skip-and-continue, overlapping or adjacent chat chunks of a
+-- session merged into one passage, and a best chunk larger than the budget trimmed to fit.
+-- Never edit: the file's SHA-256 is pinned in sql/frozen.txt and `make lint`
+-- (python -m pyrecall._sqlcheck) fails when it changes or when a function here reaches one that
+-- is neither in this file, an older release, shared.sql nor sql/released/shared.txt.
+-- sql/README.md says how a new version is released. auto_context has no v5: the stable
+-- auto_context still calls auto_context_v4.
 --
 -- What v5 changes (issue 19: an agent pays for a context in tokens), with token_budget only:
 --   * skip-and-continue: a chunk that does not fit in what is left is skipped and the fill
@@ -10,12 +16,14 @@
 --     (recall._trim_v5) instead of nothing.
 -- Without token_budget the rows are v4's: same ids, order, scores and columns
 -- (tests/test_recall_v5.py). The ranking, its arguments and their checks are v4's: the bodies
--- call v4's pinned functions (recall._hybrid_recall_v4, recall.session_recall_v4).
+-- call v4's pinned functions (recall._hybrid_recall_v4, recall.session_recall_v4). The stable
+-- names hybrid_recall and session_recall (sql/idempotent/080-stable-names.sql) call v5.
 
 -- _trim_v5: a chunk cut to fit p_budget tokens, keeping its beginning (a window or turn pair
 -- loses its last messages first, and the message at the cut is trimmed). The kept characters
 -- are the chunk's share p_budget / p_n_tokens of its characters, cut back to the end of the
--- last whole word when the cut falls inside one. n_tokens of the result: the chunk's n_tokens
+-- last whole word when the cut falls inside one (inside the word when that would lose more
+-- than half of them: text without spaces, one long token). n_tokens of the result: the chunk's n_tokens
 -- scaled by the share of its characters kept, rounded up (so at most p_budget; the model's
 -- exact count of the cut text is not known in SQL). message_ids: the messages whose first 40
 -- characters are in the kept text (the first of the chunk when none is). No row when nothing
@@ -34,7 +42,7 @@ as $$
   kept as (
     select rtrim(case when char_length(c.raw) < char_length(p_content)
                        and substr(p_content, char_length(c.raw) + 1, 1) !~ '\s'
-                       and c.raw ~ '\s'
+                       and char_length(regexp_replace(c.raw, '\S*$', '')) >= char_length(c.raw) / 2
                       then regexp_replace(c.raw, '\S*$', '')
                       else c.raw end) as text
     from cut c
@@ -323,7 +331,7 @@ token_budget tokens (sum of n_tokens), one row per passage:
     message) is skipped.
   * trim: when the best row alone exceeds the whole budget it is returned trimmed to fit
     instead of nothing: its beginning, the budget's share of its characters cut back to a
-    whole word; n_tokens its own n_tokens scaled by the share of characters kept, rounded
+    whole word (unless that loses more than half of them); n_tokens its own n_tokens scaled by the share of characters kept, rounded
     up; message_ids the messages whose first 40 characters are in the kept text;
     metadata.trimmed_from_tokens the untrimmed n_tokens.
 cumulative_tokens runs over the rows returned. Without token_budget the rows are v4's (k rows,
