@@ -50,7 +50,7 @@ def main_demo() -> None:
         "--branch", BRANCH, "--budget", "2000", "--format", "context")
     run("recall", "how did we fix the docker deployment?", "-k", "3")
     print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
-          "Yours: pyrecall index ~/.claude/projects && pyrecall embed  (see README.md for the "
+          "Yours: pyrecall import ~/.claude/projects && pyrecall embed  (see README.md for the "
           "Claude Code hook)")
 
 

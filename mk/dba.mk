@@ -81,4 +81,4 @@ bench: $(STAMP)  ## Latency benchmark, pyrecall bench latency: CHUNKS=1000000 AG
 	fi
 
 bench-index: $(STAMP)  ## Index build time, size, filtered recall@10 and latency per agent size: CHUNKS=100000 INDEX= SCOPE= M= ...
-	@$(BIN)/python bench/index_build.py --env
+	@$(PYRECALL) bench vector-index --env

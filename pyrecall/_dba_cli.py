@@ -162,10 +162,16 @@ def _commands(handle_errors, dsn_option, json_option):
     def tune_cmd(settings, role, from_env, dsn):
         """Persist query-time knobs (ALTER DATABASE / ROLE ... IN DATABASE ... SET).
 
+        ann_ef_search_by_rows is recall.config's search width by index size (for every role):
+        "measure" measures it on the agents' own indexes (recall@10 >= 0.99), or give the
+        table as JSON.
+
         \b
         Example:
           pyrecall dba tune --set hnsw.ef_search=200
           pyrecall dba tune --set hnsw.ef_search=default --role recall_agent
+          pyrecall dba tune --set ann_ef_search_by_rows=measure
+          pyrecall dba tune --set 'ann_ef_search_by_rows={"0": 200, "50000": 400}'
         """
         values: dict[str, object] = {k: (None if v in ("", "default", "reset") else v)
                                      for k, v in _pairs(settings, "a setting").items()}

@@ -13,12 +13,12 @@ class ConfigError(PyrecallError):
     """A setting or argument is missing or invalid."""
 
 
-class MissingDependencyError(ConfigError):
-    """An optional dependency is not installed; the message names the extra to install."""
-
-
 class NotFoundError(PyrecallError):
     """An id names nothing the agent may see: unknown, or another agent's (SQLSTATE P0002)."""
+
+
+class MissingDependencyError(ConfigError):
+    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class DatabaseError(PyrecallError):

@@ -101,9 +101,20 @@ def build_progress(conn: psycopg.Connection) -> list[dict]:
 def tune(conn: psycopg.Connection, settings: dict[str, object], *, role: str | None = None) -> list[str]:
     """Persist query-time knobs with ALTER DATABASE (or ROLE ... IN DATABASE) ... SET.
 
+    ``ann_ef_search_by_rows`` (recall.config: the search width by index size) takes
+    "measure", a step table, or that table as JSON text (``--set`` on the command line).
+
     >>> tune(conn, {"hnsw.ef_search": 200})  # doctest: +SKIP
     ['alter database pyrecall set hnsw.ef_search = \\'200\\'']
+    >>> tune(conn, {"ann_ef_search_by_rows": "measure"})  # doctest: +SKIP
+    ['recall.config ann_ef_search_by_rows = {"0": 200, "4981": 400}']
     """
+    steps = settings.get("ann_ef_search_by_rows")
+    if isinstance(steps, str) and steps.strip().startswith("{"):
+        try:
+            settings = {**settings, "ann_ef_search_by_rows": json.loads(steps)}
+        except ValueError:
+            raise ConfigError(f"ann_ef_search_by_rows: not a JSON object: {steps}") from None
     rows = conn.execute("select recall.tune_vector_search(%s, %s)", [_json(settings), role]).fetchall()
     return [r[0] for r in rows]
 

@@ -12,7 +12,7 @@ costs one query embedding and one SQL function call. A connection the server los
 restart) fails before anything ran and is replaced: the next call reconnects.
 
 Tools (each returns structured content and a short text rendering): ``recall``, ``context``,
-``sessions``.
+``sessions``, ``remember``, ``forget``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import psycopg
@@ -42,9 +42,11 @@ from .client import Memory, Recall, RecallResult
 log = logging.getLogger("pyrecall.mcp")
 
 INSTRUCTIONS = """\
-pyrecall: long-term memory across sessions. `recall` searches past sessions by meaning and
-keywords; `context` gives the session-start summary (recent work, related work, failures to
-avoid); `sessions` lists recent sessions. Results carry ids."""
+pyrecall: long-term memory across sessions. `recall` searches memories and past sessions by
+meaning and keywords; `context` gives the session-start summary (pinned memories, recent work,
+related work, failures to avoid); `sessions` lists recent sessions. `remember` stores a fact,
+decision or preference for later sessions (`supersedes=<id>` corrects an older one, `pin=true`
+keeps it in every context); `forget` deletes one memory by id. Results carry ids."""
 
 CONNECT_TIMEOUT = 5  # seconds to wait for PostgreSQL before a call fails with one line
 POOL_SIZE = 4        # connections kept open between calls
@@ -92,8 +94,8 @@ def check_role(conn: psycopg.Connection, agent: str) -> None:
 
 
 class Pool:
-    """A few connections kept open between calls; each call runs in a transaction bound to
-    the agent.
+    """A few connections kept open between calls (``size``: also the most calls at once; more
+    wait their turn); each call runs in a transaction bound to the agent.
 
     ``connection()`` begins a transaction and sets, for that transaction only, the role
     ``recall_agent`` (row-secured: a superuser or the owner loses its bypass) and the setting
@@ -110,6 +112,7 @@ class Pool:
         self.connect_timeout = connect_timeout
         self._idle: list[psycopg.Connection] = []
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)   # at most `size` calls at once; others wait
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -144,19 +147,20 @@ class Pool:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        conn = self._begin()
-        try:
-            yield conn
-            conn.execute("commit")
-        except BaseException:
-            if not (conn.closed or conn.broken):
-                try:
-                    conn.execute("rollback")
-                except psycopg.Error:
-                    conn.close()
-            raise
-        finally:
-            self._give_back(conn)
+        with self._slots:
+            conn = self._begin()
+            try:
+                yield conn
+                conn.execute("commit")
+            except BaseException:
+                if not (conn.closed or conn.broken):
+                    try:
+                        conn.execute("rollback")
+                    except psycopg.Error:
+                        conn.close()
+                raise
+            finally:
+                self._give_back(conn)
 
     def _give_back(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -264,14 +268,17 @@ class Backend:
 # ---------------------------------------------------------------- tool results
 
 class MemoryOut(BaseModel):
-    id: int = Field(description="The memory's id (its chunk).")
+    id: int = Field(description="The row's id: a curated memory's id (for forget / supersedes), "
+                                "else the transcript chunk's.")
     content: str
     score: float
-    kind: str
+    kind: str = Field(description="memory (curated), turn_pair, window, tool, ...")
     session_id: str
     created_at: str | None = Field(description="ISO 8601.")
+    memory_id: int | None = Field(None, description="Set for a curated memory (= id).")
+    memory_kind: str | None = Field(None, description="note, fact, decision or preference.")
     session_title: str | None = None
-    section: str | None = Field(None, description="context only: recent, related or failures.")
+    section: str | None = Field(None, description="context only: pinned, recent, related or failures.")
 
 
 class RecallOut(BaseModel):
@@ -284,6 +291,14 @@ class ContextOut(BaseModel):
     markdown: str = Field(description="The context block for a prompt (empty: nothing to say).")
     memories: list[MemoryOut]
     source: str
+
+
+class RememberOut(BaseModel):
+    id: int = Field(description="The new memory's id.")
+
+
+class ForgetOut(BaseModel):
+    forgotten: int = Field(description="Memories deleted (1).")
 
 
 class SessionOut(BaseModel):
@@ -307,9 +322,11 @@ def _iso(value: datetime | None) -> str | None:
 
 def _memory_out(m: Memory, infos: dict[str, _render.SessionInfo]) -> MemoryOut:
     info = infos.get(m.session_id)
+    memory_id = getattr(m, "memory_id", None)
     return MemoryOut(id=m.chunk_id, content=m.content, score=round(float(m.score), 4), kind=m.kind,
-                     session_id=m.session_id, created_at=_iso(m.created_at),
-                     session_title=info.title if info else None,
+                     session_id=m.session_id, created_at=_iso(m.created_at), memory_id=memory_id,
+                     memory_kind=getattr(m, "memory_kind", None) if memory_id is not None else None,
+                     session_title=getattr(m, "session_title", None) or (info.title if info else None),
                      section=_render.section_of(m))
 
 
@@ -340,6 +357,17 @@ def _since(value: str | None) -> datetime | None:
         return parse_since(value)
     except click.BadParameter as exc:
         raise ToolError(f"since: {exc.message}") from None
+
+
+def _as_of(value: str | None) -> datetime | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ToolError(f"as_of: {value!r}: expected a date or time like 2026-01-01 or "
+                        "2026-01-01T09:30:00+00:00") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _validation_line(tool: str, exc: ValidationError, arguments: dict) -> str:
@@ -406,20 +434,26 @@ def build_server(backend: Backend) -> RecallServer:
                                            "date like 2026-01-01.")] = None,
         by_session: Annotated[bool, Field(description="The best sessions first, then their "
                                           "best memories.")] = False,
+        as_of: Annotated[str | None, Field(description="Recall as things stood then (a date or "
+                                           "time): memories superseded since come back, "
+                                           "newer ones do not.")] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
-        """Search this agent's memory of past sessions by meaning and keywords (ranked in the
-        database by relevance, recency and importance)."""
+        """Search this agent's memory (its curated memories and past sessions) by meaning and
+        keywords, ranked in the database by relevance, recency and importance. A memory
+        that another has superseded is left out (unless as_of is before the change)."""
         if not query.strip():
             raise ToolError("query is empty: say what to look for")
         when = _since(since)
+        options = {"as_of": then} if (then := _as_of(as_of)) is not None else {}
         filter_ = {"project": project} if project else None
         with backend.client() as r:
             if by_session:
                 result = r.session_recall(agent, query, k=k, token_budget=token_budget,
-                                          filter=filter_, **({"since": when} if when else {}))
+                                          filter=filter_, **({"since": when} if when else {}),
+                                          **options)
             else:
                 result = r.recall(agent, query, k=k, token_budget=token_budget, filter=filter_,
-                                  since=when)
+                                  since=when, **options)
             infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
         out = RecallOut(memories=[_memory_out(m, infos) for m in result.memories],
                         source=result.source, note=result.note)
@@ -431,8 +465,9 @@ def build_server(backend: Backend) -> RecallServer:
         branch: Annotated[str | None, Field(description="The git branch.")] = None,
         token_budget: Annotated[int, Field(ge=0, le=1_000_000)] = 4000,
     ) -> Annotated[CallToolResult, ContextOut]:
-        """The session-start context: recent work on the project and branch, work related to
-        the task, failures to avoid; as Markdown for the prompt, and its rows."""
+        """The session-start context: pinned memories first, then recent work on the project
+        and branch, work related to the task, failures to avoid; as Markdown for the prompt,
+        and its rows."""
         with backend.client() as r:
             result = r.auto_context(agent, project=project, branch=branch, task=task,
                                     token_budget=token_budget)
@@ -460,9 +495,50 @@ def build_server(backend: Backend) -> RecallServer:
                          for s in out.sessions) or f"no sessions for agent {agent!r}"
         return _result(text, out)
 
+    def remember(
+        content: Annotated[str, Field(description="What to remember: a fact, a decision, a "
+                                      "preference, in a sentence or a few.")],
+        kind: Annotated[str, Field(description="note, fact, decision or preference.")] = "note",
+        importance: Annotated[float | None, Field(ge=0, le=1, description="0..1 (default 0.7): "
+                                                  "weighs in ranking.")] = None,
+        project: Annotated[str | None, Field(description="The project it belongs to (none: "
+                                             "every project).")] = None,
+        supersedes: Annotated[int | None, Field(ge=1, description="The id of the memory this "
+                                                "one corrects or replaces: it is kept, as no "
+                                                "longer true, and no longer recalled.")] = None,
+        pin: Annotated[bool, Field(description="Always put it first in context.")] = False,
+    ) -> Annotated[CallToolResult, RememberOut]:
+        """Store a memory for later sessions; findable by meaning and keywords at once. To
+        correct one, pass the id of the memory it replaces as supersedes."""
+        if not content.strip():
+            raise ToolError("content is empty: say what to remember")
+        with backend.client() as r:
+            memory_id = r.remember(agent, content, kind=kind, importance=importance,
+                                   project=project, supersedes=supersedes, pin=pin)
+        text = (f"remembered: memory {memory_id}"
+                + (f", replacing memory {supersedes}" if supersedes else "")
+                + (", pinned" if pin else ""))
+        return _result(text, RememberOut(id=memory_id))
+
+    def forget(
+        id: Annotated[int, Field(ge=1, description="The id of one of this agent's memories "
+                                 "(as recall or context show it).")],
+    ) -> Annotated[CallToolResult, ForgetOut]:
+        """Delete one memory for good (its embedding too). Only curated memories of this
+        agent can be forgotten."""
+        with backend.client() as r:
+            n = r.forget_memory(agent, id)
+        return _result(f"forgot memory {id}", ForgetOut(forgotten=n))
+
     server.add_tool(_guard(backend, recall), annotations=read_only)
     server.add_tool(_guard(backend, context), annotations=read_only)
     server.add_tool(_guard(backend, sessions), annotations=read_only)
+    server.add_tool(_guard(backend, remember),
+                    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                idempotent_hint=False, open_world_hint=False))
+    server.add_tool(_guard(backend, forget),
+                    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                                idempotent_hint=True, open_world_hint=False))
     for tool in server._tool_manager.list_tools():
         tool.parameters["additionalProperties"] = False
     return server

@@ -39,17 +39,28 @@ class SessionInfo:
     project: str | None
     branch: str | None
     started_at: datetime | None
+    turns: int | None = None             # as `pyrecall sessions` counts them
+    span_seconds: float | None = None    # first to last message
 
 
 # ---------------------------------------------------------------- queries for display
 
 def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInfo]:
-    """Title, project, branch and start of the sessions named (for labels)."""
+    """Title, project, branch, start, turns and time span of the sessions named (for labels
+    and the JSON output)."""
     ids = sorted(set(session_ids))
     if not ids:
         return {}
-    rows = conn.execute("select session_id, title, project, branch, started_at "
-                        "from recall.sessions where session_id = any(%s)", [ids]).fetchall()
+    rows = conn.execute(
+        "select s.session_id, s.title, s.project, s.branch, s.started_at, m.turns, "
+        "       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)"
+        "                          - coalesce(m.first_at, s.started_at))::float8 "
+        "from recall.sessions s cross join lateral ("
+        "  select count(*) filter (where x.kind = 'text' and (x.role = 'user' "
+        "                          or s.metadata->>'chunking' = 'window')) as turns, "
+        "         min(x.created_at) as first_at, max(x.created_at) as last_at "
+        "  from recall.messages x where x.session_id = s.session_id) m "
+        "where s.session_id = any(%s)", [ids]).fetchall()
     return {r[0]: SessionInfo(*r) for r in rows}
 
 
@@ -168,6 +179,8 @@ def memory_dict(m: Memory, info: SessionInfo | None = None) -> dict[str, Any]:
         d["memory_kind"] = m.memory_kind
     if m.session_title is not None or info is not None:
         d["session_title"] = m.session_title if m.session_title is not None else info.title
+    if info is not None and info.turns is not None:
+        d["session_turns"], d["session_span_seconds"] = info.turns, info.span_seconds
     if m.metadata and m.metadata.get("permalink"):
         d["permalink"] = m.metadata["permalink"]
     return d
@@ -353,6 +366,7 @@ def print_table(console, result: RecallResult, *, infos: dict[str, SessionInfo],
         head = f"{KIND_LABELS.get(m.kind, m.kind)} · {_one_line(session, 70)}"
         if m.metadata and m.metadata.get("permalink"):
             head += f" · {m.metadata['permalink']}"
+        head += f" · chunk {m.chunk_id}"       # the id `pyrecall mark` takes
         body = f"[dim]{escape(head)}[/dim]\n{escape(_shorten(m.content, 400))}"
         first = (m.section or "") if mode == "auto" else f"{m.score:.3f}"
         table.add_row(str(i), first, f"{m.created_at:%Y-%m-%d}", body)

@@ -14,8 +14,11 @@ so that recall finds it like any other memory once it is embedded.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 import psycopg
 
@@ -96,7 +99,14 @@ def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: s
                                      [agent_id, only_stale, max_chars]).fetchone()[0]
     if not todo:
         return report
-    complete = completion or _litellm_completion()
+    _write_with_model(conn, todo, model, completion or _litellm_completion(), report, progress)
+    return report
+
+
+def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str | None]], model: str,
+                      complete: Callable[..., object], report: SummaryReport,
+                      progress: Callable[[str], None] | None = None) -> None:
+    """Have ``model`` write the summary of each (session_id, title); failures are counted."""
     for session_id, title in todo:
         transcript = _transcript(conn, session_id)
         if not transcript:
@@ -118,7 +128,46 @@ def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: s
         report.written += 1
         if progress:
             progress(session_id)
-    return report
+
+
+QUIET_SQL = ("select q.session_id, s.title from recall.summarize_quiet_sessions("
+             "quiet => %(quiet)s, agent_id => %(agent)s, model => %(model)s, "
+             "max_sessions => %(max)s) q join recall.sessions s using (session_id)")
+
+
+class QuietSummarizer:
+    """What the embedding worker runs between batches: sessions quiet for ``quiet`` whose
+    summary is stale are summarized, extractively in the database
+    (recall.summarize_quiet_sessions), then by ``model`` when one is given (any litellm chat
+    model; default $PYRECALL_SUMMARY_MODEL). A model that keeps failing is left alone for
+    ``pause`` before it is tried again (the extractive summaries go on).
+
+    >>> QuietSummarizer(timedelta(minutes=10)).run(conn)         # doctest: +SKIP
+    SummaryReport(extractive=2, written=0, failed=0, ...)
+    """
+
+    def __init__(self, quiet: timedelta, *, agent_id: str | None = None, model: str | None = None,
+                 completion: Callable[..., object] | None = None, max_sessions: int = 20,
+                 pause: timedelta = timedelta(minutes=10)):
+        self.quiet, self.agent_id, self.max_sessions, self.pause = quiet, agent_id, max_sessions, pause
+        # None: $PYRECALL_SUMMARY_MODEL; "" (or an unset variable): extractive only
+        self.model = (model if model is not None else os.environ.get("PYRECALL_SUMMARY_MODEL")) or None
+        self._completion = completion
+        self._paused_until = 0.0
+
+    def run(self, conn: psycopg.Connection) -> SummaryReport:
+        report = SummaryReport(model=self.model)
+        use_model = self.model if time.monotonic() >= self._paused_until else None
+        todo = conn.execute(QUIET_SQL, {"quiet": self.quiet, "agent": self.agent_id,
+                                        "model": use_model, "max": self.max_sessions}).fetchall()
+        report.extractive = len(todo)
+        if todo and use_model:
+            if self._completion is None:
+                self._completion = _litellm_completion()
+            _write_with_model(conn, todo, use_model, self._completion, report)
+            if report.failed and not report.written:
+                self._paused_until = time.monotonic() + self.pause.total_seconds()
+        return report
 
 
 def _transcript(conn: psycopg.Connection, session_id: str) -> str:

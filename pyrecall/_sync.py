@@ -168,7 +168,7 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
         if not roots:
             raise ConfigError(f"nothing to sync for agent {agent_id!r}: nothing was indexed "
                               f"before and none of {', '.join(DEFAULT_ROOTS)} exists; "
-                              "run `pyrecall index PATH` first")
+                              "run `pyrecall import PATH` first")
     present = [r for r in roots if r.exists()]
     report = _run(conn, present, agent_id=agent_id, full=False, progress=progress,
                   on_start=on_start)

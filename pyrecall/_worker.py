@@ -28,6 +28,7 @@ from ._errors import (
     DatabaseError,
     DimensionMismatchError,
     EmbeddingError,
+    PyrecallError,
     TransientEmbeddingError,
 )
 
@@ -310,10 +311,12 @@ class Worker:
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],
                 *, idle_timeout: float = 30.0, stop: Callable[[], bool] = lambda: False,
-                on_report: Callable[[EmbedReport], None] | None = None) -> None:
+                on_report: Callable[[EmbedReport], None] | None = None,
+                between: Callable[[psycopg.Connection], object] | None = None) -> None:
     """Run forever: embed what is pending, then sleep until a NOTIFY on recall_chunks (or
     idle_timeout, to pick up retries whose backoff ran out). Reconnects when the server goes
-    away, with backoff."""
+    away, with backoff. ``between`` runs after each pass (the session summaries of
+    pyrecall._summarize.QuietSummarizer); its failure is logged, the loop goes on."""
     delay = 1.0
     while not stop():
         try:
@@ -325,6 +328,14 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                     report = worker.run()
                     if on_report and report.scanned:
                         on_report(report)
+                    if between is not None:
+                        try:
+                            between(conn)
+                        except psycopg.OperationalError:
+                            raise
+                        except (psycopg.Error, PyrecallError) as exc:
+                            lines = str(exc).strip().splitlines()
+                            log.warning("between batches: %s", lines[0] if lines else type(exc).__name__)
                     for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
                         pass
         except (psycopg.OperationalError, DatabaseError) as exc:

@@ -4,7 +4,10 @@ recall.auto_context), never here."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -13,6 +16,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg.pq import TransactionStatus
 
 from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
@@ -143,7 +147,7 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
 # int8 and find no function ("function ... does not exist") instead of "integer out of range"
 CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "int",
          "filter": "jsonb", "turns_per_session": "int", "metadata": "jsonb", "memory_id": "bigint",
-         "supersedes": "bigint", "max_rows": "int", "importance": "float8"}
+         "supersedes": "bigint", "max_rows": "int", "importance": "float8", "chunk_id": "bigint"}
 
 
 def _call(function: str, args: dict) -> str:
@@ -220,6 +224,54 @@ MEMORIES_SQL = ("select * from recall.memories(agent_id => %(agent_id)s, project
 def _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only) -> dict:
     return {"agent_id": _text(agent_id), "project": _text(project), "kind": _text(kind),
             "include_superseded": include_superseded, "pinned_only": pinned_only, "max_rows": limit}
+
+
+# ---------------------------------------------------------------- the recall log (opt-in)
+
+LOG_CHECK_SECONDS = 10.0   # how often a connection re-reads whether the log is on
+LOG_ON_SQL = ("select coalesce((select value = 'true'::jsonb from recall.config "
+              "where key = 'recall_log'), false)")
+LOG_SQL = "select recall.log_recall(%s, %s, %s, %s, %s, %s, %s)"
+# a statement of its own (autocommit): its commit does not wait for the WAL flush (a log row
+# lost in a crash is acceptable; the flush cost 3-10 ms a recall on a busy disk)
+LOG_SQL_ASYNC = ("select set_config('synchronous_commit', 'off', true), "
+                 "recall.log_recall(%s, %s, %s, %s, %s, %s, %s)")
+
+
+@dataclass
+class _LogSwitch:
+    """Whether recall.config says to log recalls, as one connection last read it."""
+
+    on: bool = False
+    read_at: float | None = None
+
+    def due(self) -> bool:
+        return self.read_at is None or time.monotonic() - self.read_at > LOG_CHECK_SECONDS
+
+    def seen(self, on) -> None:
+        self.on, self.read_at = bool(on), time.monotonic()
+
+
+# per connection (a pooled connection serves many short-lived clients)
+_switches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _switch(conn) -> _LogSwitch:
+    try:
+        return _switches.setdefault(conn, _LogSwitch())
+    except TypeError:          # an object that cannot be weakly referenced: its own switch
+        return _LogSwitch()
+
+
+def _log_params(function: str, agent_id: str, ms: float, rows: list, query: str | None,
+                source: str) -> list:
+    return [_text(agent_id), function, ms, len(rows), _text(query), source,
+            sum(m.n_tokens or 0 for m in rows)]
+
+
+def _log_failed(exc: Exception) -> None:
+    lines = str(exc).strip().splitlines()
+    log.warning("recall log: row not written (%s)", lines[0] if lines else type(exc).__name__)
 
 
 class Recall:
@@ -318,8 +370,31 @@ class Recall:
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
-        cur = self.conn.execute(_call("hybrid_recall", args), args)
-        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    def _logged(self, function: str, args: dict, agent_id: str, query: str | None, embedding,
+                note: str | None) -> RecallResult:
+        """Run a recall function; log it when the recall log is on (recall.log_recall: one
+        statement on the same connection, in a savepoint inside a transaction). A log row that
+        cannot be written (a standby, another agent's id) is a warning, never an error."""
+        start = time.perf_counter()
+        rows = _memories(self.conn.execute(_call(function, args), args))
+        ms = (time.perf_counter() - start) * 1000
+        source = "hybrid" if embedding is not None else "keyword"
+        switch = _switch(self.conn)
+        try:
+            if switch.due():
+                switch.seen(self.conn.execute(LOG_ON_SQL).fetchone()[0])
+            if switch.on:
+                params = _log_params(function, agent_id, ms, rows, query, source)
+                if self.conn.info.transaction_status == TransactionStatus.INTRANS:
+                    with self.conn.transaction():
+                        self.conn.execute(LOG_SQL, params)
+                else:
+                    self.conn.execute(LOG_SQL_ASYNC if self.conn.autocommit else LOG_SQL, params)
+        except psycopg.Error as exc:
+            _log_failed(exc)
+        return RecallResult(query, rows, source, note)
 
     def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
@@ -331,8 +406,7 @@ class Recall:
         if sessions is not None:
             args["n_sessions"] = sessions
         args.update(options)
-        cur = self.conn.execute(_call("session_recall", args), args)
-        return RecallResult(query, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("session_recall", args, agent_id, query, embedding, note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
                      task: str | None = None, token_budget: int = 4000,
@@ -343,8 +417,7 @@ class Recall:
         embedding, note = self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
-        cur = self.conn.execute(_call("auto_context", args), args)
-        return RecallResult(task, _memories(cur), "hybrid" if embedding is not None else "keyword", note)
+        return self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories
     def _memory_embedding(self, content: str):
@@ -383,6 +456,17 @@ class Recall:
         args = {"agent_id": _text(agent_id), "memory_id": memory_id}
         try:
             return self.conn.execute(_call_scalar("forget_memory", args), args).fetchone()[0]
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
+    def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """Set the importance (0..1) of one of the agent's chunks (recall.set_importance): it
+        weighs in every later recall and is kept when the chunk is re-derived; None returns it
+        to the value derived from its messages. Returns the previous importance; NotFoundError
+        when the agent has no such chunk."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            return self.conn.execute(_call_scalar("set_importance", args), args).fetchone()[0]
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
 
@@ -427,6 +511,7 @@ class AsyncRecall:
         self.conn = conn
         self._embedder = embedder
         self._model = model or (embedder.model if embedder else _config.embed_model())
+        self._twin: Recall | None = None
 
     @classmethod
     async def connect(cls, dsn: str | None = None, **kwargs) -> AsyncRecall:
@@ -439,7 +524,20 @@ class AsyncRecall:
         return cls(conn, **kwargs)
 
     async def close(self) -> None:
+        if self._twin is not None:
+            await asyncio.to_thread(self._twin.close)
         await self.conn.close()
+
+    async def _in_thread(self, method: str, *args, **kwargs):
+        """Run Recall.<method> in a worker thread on a second, synchronous connection to the
+        same database (opened at the first such call): the bulk paths (COPY ingestion, the
+        embedding worker) are written once, for psycopg's synchronous connection."""
+        if self._twin is None:
+            info = self.conn.info
+            dsn = psycopg.conninfo.make_conninfo(info.dsn, **({"password": info.password} if info.password else {}))
+            self._twin = await asyncio.to_thread(Recall, dsn, model=self._model, embedder=self._embedder,
+                                                 migrate=False)
+        return await asyncio.to_thread(getattr(self._twin, method), *args, **kwargs)
 
     async def __aenter__(self):
         return self
@@ -466,28 +564,26 @@ class AsyncRecall:
             return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
         return vector, None
 
+    # -- remember
+    async def add_session(self, session_id: str, agent_id: str, *, title: str | None = None,
+                          project: str | None = None, branch: str | None = None,
+                          started_at: datetime | None = None, metadata: dict | None = None) -> None:
+        """See :meth:`Recall.add_session`."""
+        await self._in_thread("add_session", session_id, agent_id, title=title, project=project,
+                              branch=branch, started_at=started_at, metadata=metadata)
+
     async def add_messages(self, session_id: str, messages: Iterable[Message | dict], *,
-                           agent_id: str) -> int:
-        """Append messages to a session (created if missing); returns how many were new."""
-        msgs = [_ingest.as_message(m) for m in messages]
-        session_id, agent_id = _text(session_id), _text(agent_id)
-        # the ids the sync path gives (a hash of the message, not of the time it is stored):
-        # adding the same messages again is a no-op here too
-        ids = _ingest._stable_ids(Session(session_id, agent_id, messages=msgs))
-        rows = [[session_id, agent_id, _text(ext), m.role, m.kind, _ingest.clean_text(m.content),
-                 m.created_at, _ingest.storable_importance(m.importance), _ingest.clean_json(m.metadata or {})]
-                for m, ext in zip(msgs, ids, strict=True)]
-        async with self.conn.transaction():
-            await self.conn.execute(
-                "insert into recall.sessions (session_id, agent_id) values (%s, %s) on conflict do nothing",
-                [session_id, agent_id])
-            async with self.conn.cursor() as cur:
-                await cur.executemany(
-                    "insert into recall.messages (session_id, agent_id, external_id, role, kind, content, "
-                    "created_at, importance, metadata) values (%s, %s, %s, %s, %s, %s, "
-                    "coalesce(%s, now()), coalesce(%s, 0.5), %s::jsonb)",
-                    rows, returning=False)
-                return cur.rowcount
+                           agent_id: str | None = None) -> _ingest.IngestReport:
+        """See :meth:`Recall.add_messages` (COPY-fast, on a worker thread)."""
+        return await self._in_thread("add_messages", session_id, list(messages), agent_id=agent_id)
+
+    async def ingest(self, sessions: Iterable[Session], *, agent_id: str) -> _ingest.IngestReport:
+        """See :meth:`Recall.ingest`."""
+        return await self._in_thread("ingest", list(sessions), agent_id=agent_id)
+
+    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
+        """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
+        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id)
 
     async def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,
                      exclude_session_id: str | None = None, filter: dict | None = None,
@@ -497,10 +593,43 @@ class AsyncRecall:
         embedding, note = await self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
-        cur = await self.conn.execute(_call("hybrid_recall", args), args)
-        rows = await cur.fetchall()
-        return RecallResult(query, _memories(_Fetched(cur.description, rows)),
-                            "hybrid" if embedding is not None else "keyword", note)
+        return await self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    async def _logged(self, function: str, args: dict, agent_id: str, query: str | None,
+                      embedding, note: str | None) -> RecallResult:
+        """See :meth:`Recall._logged`."""
+        start = time.perf_counter()
+        cur = await self.conn.execute(_call(function, args), args)
+        rows = _memories(_Fetched(cur.description, await cur.fetchall()))
+        ms = (time.perf_counter() - start) * 1000
+        source = "hybrid" if embedding is not None else "keyword"
+        switch = _switch(self.conn)
+        try:
+            if switch.due():
+                switch.seen((await (await self.conn.execute(LOG_ON_SQL)).fetchone())[0])
+            if switch.on:
+                params = _log_params(function, agent_id, ms, rows, query, source)
+                if self.conn.info.transaction_status == TransactionStatus.INTRANS:
+                    async with self.conn.transaction():
+                        await self.conn.execute(LOG_SQL, params)
+                else:
+                    await self.conn.execute(LOG_SQL_ASYNC if self.conn.autocommit else LOG_SQL, params)
+        except psycopg.Error as exc:
+            _log_failed(exc)
+        return RecallResult(query, rows, source, note)
+
+    async def session_recall(self, agent_id: str, query: str, *, k: int = 10,
+                             sessions: int | None = None, token_budget: int | None = None,
+                             exclude_session_id: str | None = None, filter: dict | None = None,
+                             **options) -> RecallResult:
+        """See :meth:`Recall.session_recall`."""
+        embedding, note = await self._query_embedding(query)
+        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+                     None, None, None, {})
+        if sessions is not None:
+            args["n_sessions"] = sessions
+        args.update(options)
+        return await self._logged("session_recall", args, agent_id, query, embedding, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
                            branch: str | None = None, task: str | None = None,
@@ -510,10 +639,7 @@ class AsyncRecall:
         embedding, note = await self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
-        cur = await self.conn.execute(_call("auto_context", args), args)
-        rows = await cur.fetchall()
-        return RecallResult(task, _memories(_Fetched(cur.description, rows)),
-                            "hybrid" if embedding is not None else "keyword", note)
+        return await self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories
     async def remember(self, agent_id: str, content: str, *, kind: str = "note",
@@ -545,6 +671,15 @@ class AsyncRecall:
             raise _not_found(exc) from None
         return (await cur.fetchone())[0]
 
+    async def set_importance(self, agent_id: str, chunk_id: int, importance: float | None) -> float:
+        """See :meth:`Recall.set_importance`."""
+        args = {"agent_id": _text(agent_id), "chunk_id": chunk_id, "importance": importance}
+        try:
+            cur = await self.conn.execute(_call_scalar("set_importance", args), args)
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        return (await cur.fetchone())[0]
+
     async def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """See :meth:`Recall.pin_memory`."""
         args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
@@ -560,3 +695,15 @@ class AsyncRecall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         cur = await self.conn.execute(MEMORIES_SQL, args)
         return [CuratedMemory(*row) for row in await cur.fetchall()]
+
+    # -- forget
+    async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
+        """See :meth:`Recall.forget`."""
+        async with self.conn.transaction():
+            if session_id is not None:
+                cur = await self.conn.execute(
+                    "delete from recall.sessions where session_id = %s and agent_id = %s", [session_id, agent_id])
+            else:
+                await self.conn.execute("delete from recall.source_files where agent_id = %s", [agent_id])
+                cur = await self.conn.execute("delete from recall.sessions where agent_id = %s", [agent_id])
+        return cur.rowcount

@@ -396,3 +396,13 @@ def test_errors_are_one_clean_line(shop, tmp_path, monkeypatch, args, status, me
     assert "Traceback" not in result.output
     error_lines = [x for x in result.output.splitlines() if x.startswith("Error:")]
     assert len(error_lines) == 1 and message in error_lines[0], result.output
+
+
+def test_import_is_the_importer_and_index_its_hidden_alias():
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+    assert main.commands["index"].callback is main.commands["import"].callback
+    assert main.commands["index"].hidden and not main.commands["import"].hidden
+    assert "  import " in CliRunner().invoke(main, ["--help"]).output
+    assert "  index " not in CliRunner().invoke(main, ["--help"]).output

@@ -4,6 +4,7 @@ a Discord export (four people and a bot in one channel), against a real database
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,21 @@ def test_same_key_twice_is_sent_as_any_of(chat, monkeypatch):
     assert seen["filter"] == {"project": "p", "author": ["bob", "carol"], "is_error": False}
 
 
+def test_filter_matches_any_message_and_any_of_the_values(chat):
+    """hybrid_recall v4: a window matches when any of its messages has the value; the same key
+    twice matches either value."""
+    assert chat("embed").exit_code == 0     # every window a candidate (by meaning)
+
+    def firsts(*args):
+        return sorted(x["metadata"]["messages"][0]["seq"] for x in memories(chat, "refund webhook", *args))
+
+    assert firsts("--filter", "author=bob") == [3, 5, 7, 9]          # bob never speaks first
+    assert firsts("--filter", "author=PayBot") == [1]
+    assert firsts("--filter", "author=bob", "--filter", "author=PayBot") == [1, 3, 5, 7, 9]
+    link = "https://discord.com/channels/1160000000000000001/1160000000000000002/1300000000000000010"
+    assert firsts("--filter", f"permalink={link}") == [7, 9]        # bob's answer, in two windows
+
+
 def test_build_filter():
     assert build_filter([]) is None
     assert build_filter([("a", "1")]) == {"a": "1"}
@@ -113,6 +129,10 @@ def test_filter_condition_refuses_an_empty_list():
 
 
 ERRORS = [
+    (["mark", "12", "--importance", "1.5"], "1.5 is not in the range 0<=x<=1"),
+    (["mark", "12"], "give either --importance X or --reset"),
+    (["mark", "12", "--importance", "0.5", "--reset"], "give either --importance X or --reset"),
+    (["mark", "x", "--reset"], "'x' is not a valid integer"),
     (["recall", "q", "--filter", "author"], "'author': expected KEY=VALUE"),
     (["recall", "q", "--filter", "=bob"], "'=bob': expected KEY=VALUE"),
     (["recall", "q", "--filter", "n:={bad"], "the value after := is not JSON"),
@@ -155,9 +175,36 @@ def test_sessions_carry_turns_and_time_span(chat, db_url):
     got = {s["session_id"]: (s["turns"], s["messages"], s["span_seconds"]) for s in json.loads(result.stdout)}
     assert got == {"talk": (2, 5, 7500.0),                                 # 2h05
                    "discord:1160000000000000002": (12, 12, 33 * 60.0)}     # a chat: every message
+    # and each recall result carries its session's
+    row = memories(chat, "refund webhook", "-k", "1")[0]
+    assert (row["session_turns"], row["session_span_seconds"]) == (12, 33 * 60.0)
     table = chat("sessions", env={"COLUMNS": "120"})
     assert table.exit_code == 0, table.output
     head = next(line for line in table.stdout.splitlines() if "started" in line).split()
     row = next(line for line in table.stdout.splitlines() if line.lstrip().startswith("talk")).split()
     assert head[:4] == ["id", "started", "span", "title"] and row[:3] == ["talk", "2026-03-11", "2h05"]
     assert head[-4:] == ["turns", "msgs", "chunks", "pending"] and row[-4:-2] == ["2", "5"]
+
+
+def test_mark_sets_and_resets_a_chunks_importance(chat, db_url):
+    import psycopg
+
+    table = chat("recall", "refund webhook", "-k", "1", env={"COLUMNS": "200"})
+    chunk_id = int(re.search(r"chunk (\d+)", table.stdout).group(1))
+    result = chat("mark", chunk_id, "--importance", "0.9")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"chunk {chunk_id}: importance 0.50 -> 0.90\n"
+    top = memories(chat, "refund webhook", "--weights", "0,0,0,1", "-k", "1")[0]
+    assert (top["chunk_id"], top["importance"]) == (chunk_id, pytest.approx(0.9))
+    result = chat("mark", chunk_id, "--reset", "--json")
+    assert json.loads(result.stdout) == {"chunk_id": chunk_id, "agent": "support", "previous": pytest.approx(0.9),
+                                         "importance": 0.5, "set": False}
+    with psycopg.connect(db_url) as conn:
+        other = conn.execute("insert into recall.sessions (session_id, agent_id) values ('x', 'other') "
+                             "returning session_id").fetchone()
+        conn.execute("insert into recall.messages (session_id, role, content) values ('x', 'user', 'hi')")
+        theirs = conn.execute("select chunk_id from recall.chunks where agent_id = 'other'").fetchone()[0]
+        conn.commit()
+    assert other
+    result = chat("mark", theirs, "--importance", "0.1")
+    assert result.exit_code == 1 and result.output == f"Error: agent 'support' has no chunk {theirs}\n"

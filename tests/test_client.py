@@ -92,8 +92,43 @@ def test_async_twin(client, db_url, local_embedder):
             return new, await r.recall("aria", "Which library signs login tokens?", k=1)
 
     new, result = asyncio.run(go())
-    assert new == 1
+    assert new.inserted == 1
     assert result.source == "hybrid" and result[0].session_id == "auth"
+
+
+def test_async_recall_is_a_real_twin_of_recall():
+    """Every public method of Recall is on AsyncRecall with the same parameters (names, kinds,
+    defaults) and return annotation, and is a coroutine there."""
+    import inspect
+
+    def public(cls):
+        return {n: f for n, f in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
+
+    sync, async_ = public(Recall), public(AsyncRecall)
+    assert set(sync) - set(async_) == set()
+    for name, fn in sync.items():
+        assert inspect.iscoroutinefunction(async_[name]), name
+        assert inspect.signature(async_[name]) == inspect.signature(fn), name
+
+
+def test_async_twin_writes_embeds_and_forgets(db_url, local_embedder):
+    async def go():
+        async with await AsyncRecall.connect(db_url, embedder=local_embedder) as r:
+            await r.add_session("tw-1", "twin", title="the twin", project="api")
+            report = await r.add_messages("tw-1", [
+                {"role": "user", "content": "the staging deploy needs the VPN up first"},
+                {"role": "assistant", "content": "noted: connect the VPN, then deploy to staging"}])
+            embedded = await r.embed_pending(agent_id="twin")
+            by_session = await r.session_recall("twin", "what must be up before deploying?", k=2)
+            gone = await r.forget(agent_id="twin", session_id="tw-1")
+            after = await r.recall("twin", "VPN staging deploy")
+            return report, embedded, by_session, gone, after
+
+    report, embedded, by_session, gone, after = asyncio.run(go())
+    assert (report.messages, report.inserted) == (2, 2)
+    assert embedded.embedded >= 1
+    assert by_session.source == "hybrid" and by_session[0].session_id == "tw-1"
+    assert gone == 1 and len(after) == 0
 
 
 def test_forget_session_and_agent(client):

@@ -18,7 +18,7 @@ COMMANDS = list(_docs.commands(main))
 
 def test_the_tree_is_walked():
     names = {" ".join(path) for path, _ in COMMANDS}
-    assert {"recall", "index", "sync", "embed", "worker", "summarize", "sessions", "show", "forget",
+    assert {"recall", "import", "sync", "embed", "worker", "summarize", "sessions", "show", "forget",
             "db", "db start", "db stop", "db status", "db url", "migrate", "migrate status"} <= names
 
 
@@ -60,7 +60,7 @@ def test_help_options_everywhere():
         if isinstance(cmd, click.Group):
             continue
         params = {p.name for p in cmd.params}
-        memory = path[0] in ("recall", "index", "sync", "sessions", "show", "forget", "embed",
+        memory = path[0] in ("recall", "import", "sync", "sessions", "show", "forget", "embed",
                              "worker", "summarize")
         if memory:
             assert {"agent", "dsn"} <= params, " ".join(path)

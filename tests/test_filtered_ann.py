@@ -2,7 +2,7 @@
 for agents holding 0.01%, 1%, 10% and 50% of a 200k-chunk table, with the indexes in place,
 and with the other filters (time window, session, metadata, kinds) on the largest agent.
 
-The table is built once for the module: 200k chunks of 384 dimensions (bench/index_build.py:
+The table is built once for the module: 200k chunks of 384 dimensions (pyrecall/bench/index_build.py:
 clustered vectors, every agent's chunks spread over every cluster), written straight into
 recall.chunks, then indexed the way `make index` does it (concurrently; HNSW m=8,
 ef_construction=32 to keep the build near a minute on two cores). Timings go to stderr.
@@ -10,7 +10,6 @@ ef_construction=32 to keep the build near a minute on two cores). Timings go to 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -24,9 +23,7 @@ from pgvector.psycopg import register_vector
 from pyrecall import _index
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("index_build", ROOT / "bench" / "index_build.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from pyrecall.bench import index_build as bench  # noqa: E402
 
 CHUNKS = 200_000
 FRACTIONS = [0.0001, 0.01, 0.1, 0.5]
@@ -273,3 +270,17 @@ def test_tune_rejects_a_bad_step_table(tconn, value, message):
         tconn.execute("select recall.tune_vector_search(jsonb_build_object('ann_ef_search_by_rows', %s::jsonb))",
                       [value])
     assert tconn.execute("select value from recall.config where key = 'ann_ef_search_by_rows'").fetchone() == before
+
+
+def test_step_table_from_the_command_line(topics, tconn):
+    from click.testing import CliRunner
+
+    from pyrecall.cli import main
+
+    result = CliRunner().invoke(main, ["dba", "tune", "--set", 'ann_ef_search_by_rows={"0": 30, "3000": 60}',
+                                       "--dsn", topics[0]])
+    assert result.exit_code == 0, result.output
+    assert 'recall.config ann_ef_search_by_rows = {"0": 30, "3000": 60}' in result.output
+    assert "(hnsw, 5000 rows), ef_search = 60" in path(tconn, "topics-5000", topics[3]["topics-5000"][0])
+    bad = CliRunner().invoke(main, ["dba", "tune", "--set", "ann_ef_search_by_rows={0: 30}", "--dsn", topics[0]])
+    assert bad.exit_code == 1 and "not a JSON object" in bad.output and "Traceback" not in bad.output

@@ -645,9 +645,10 @@ def cx(kind, payload, ts="2026-03-04T10:00:00Z"):
 CX_META = cx("session_meta", {"id": "sess-x", "cwd": "/p", "git": {"branch": "main"}})
 
 
-def cx_say(role, text):
+def cx_say(role, text, ts="2026-03-04T10:00:00Z"):
     part = "output_text" if role == "assistant" else "input_text"
-    return cx("response_item", {"type": "message", "role": role, "content": [{"type": part, "text": text}]})
+    return cx("response_item", {"type": "message", "role": role, "content": [{"type": part, "text": text}]},
+              ts=ts)
 
 
 def test_codex_appended_lines_take_the_session_from_the_first_line(tmp_path):
@@ -672,6 +673,38 @@ def test_codex_session_id_without_session_meta(tmp_path):
     assert codex.parse(named).sessions[0].session_id == uuid
     other = write(tmp_path, [cx_say("user", "hi")], "chat.jsonl")
     assert codex.parse(other).sessions[0].session_id == derived_session_id(other)
+
+
+def test_codex_rollout_before_session_meta(tmp_path):
+    """Rollouts of mid 2025: a bare header, state markers, the response items themselves."""
+    lines = [json.dumps({"id": "0197-old", "timestamp": "2025-06-20T08:00:00.000Z", "instructions": None,
+                         "git": {"branch": "main"}}).encode(),
+             b'{"record_type": "state"}',
+             json.dumps({"type": "message", "id": None, "role": "user",
+                         "content": [{"type": "input_text", "text": "why is CI red?"}]}).encode(),
+             json.dumps({"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "check"}],
+                         "encrypted_content": "gAAA"}).encode(),
+             json.dumps({"type": "function_call", "name": "shell", "arguments": '{"command": ["make", "lint"]}',
+                         "call_id": "call_1"}).encode(),
+             json.dumps({"type": "function_call_output", "call_id": "call_1",
+                         "output": '{"output": "E501 line too long", "metadata": {"exit_code": 1}}'}).encode(),
+             b'{"record_type": "state"}']
+    path = write(tmp_path, lines, "rollout-2025-06-20T08-00-00-old.jsonl")
+    assert detect_format(path) == "codex"
+    result = codex.parse(path)
+    assert result.problems == []
+    [s] = result.sessions
+    assert (s.session_id, s.branch, s.started_at) == ("0197-old", "main", utc("2025-06-20T08:00:00Z"))
+    assert [(m.external_id, m.kind, m.content, m.metadata.get("is_error")) for m in s.messages] == [
+        ("L3", "text", "why is CI red?", None), ("L4", "thinking", "check", None),
+        ("L5", "tool_call", 'shell(command=["make", "lint"])', None),
+        ("L6", "tool_result", "E501 line too long", True)]
+    # appended to later: the session is the header's
+    with open(path, "ab") as f:
+        f.write(cx_say("assistant", "a line is too long", "") + b"\n")  # no timestamp either
+    again = codex.parse(path, start_offset=result.end_offset)
+    assert [(s.session_id, [m.content for m in s.messages]) for s in again.sessions] == [
+        ("0197-old", ["a line is too long"])]
 
 
 BAD_CODEX = [
@@ -1052,6 +1085,10 @@ codex_lines = st.fixed_dictionaries(
                                                       "compacted", "x"]) | json_values,
      "payload": codex_payloads | json_values},
     optional={"timestamp": timestamps})
+# rollouts before session_meta: a bare header, state markers, the items themselves
+codex_lines = codex_lines | codex_lines | codex_payloads | st.just({"record_type": "state"}) | st.fixed_dictionaries(
+    {"id": texts, "timestamp": timestamps, "instructions": texts | st.none()},
+    optional={"git": st.fixed_dictionaries({}, optional={"branch": texts}) | json_values})
 
 gemini_parts = st.fixed_dictionaries({}, optional={"text": texts | json_values, "thought": st.booleans(),
                                                    "functionCall": json_values, "inlineData": json_values})

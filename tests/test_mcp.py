@@ -26,7 +26,7 @@ from pyrecall.client import Recall  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-TOOLS = {"recall", "context", "sessions"}
+TOOLS = {"recall", "context", "sessions", "remember", "forget"}
 
 
 def server_params(dsn: str, agent: str, *extra: str) -> StdioServerParameters:
@@ -157,6 +157,29 @@ def test_pool_connections_are_bound_by_row_level_security(memories):
         pool.close()
 
 
+def test_pool_serves_at_most_size_calls_at_once(db_url):
+    """Calls beyond the pool's size wait for a connection instead of opening more."""
+    import threading
+
+    pool = Pool(db_url, "A", size=2)
+    pids, errors = [], []
+
+    def call():
+        try:
+            with pool.connection() as c:
+                pids.append(c.execute("select pg_backend_pid() from pg_sleep(0.2)").fetchone()[0])
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    pool.close()
+    assert errors == [] and len(pids) == 6 and len(set(pids)) <= 2
+
+
 @pytest.fixture
 def login_role(conn):
     name = f"mcp_login_{os.getpid()}"
@@ -195,6 +218,97 @@ def test_a_role_bound_to_another_agent_or_outside_recall_agent_is_refused(memori
         assert len(text(result).splitlines()) == 1
 
 
+# ---------------------------------------------------------------- curated memories
+
+def _ids(result) -> list[int]:
+    return [m["id"] for m in result.structured_content["memories"]]
+
+
+def test_remember_recall_supersede_as_of_forget(memories, conn):
+    lunch = "where does the team usually go to eat at noon?"
+
+    async def scenario(c):
+        out = {}
+        first = await c.call_tool("remember", {"content": "Our favourite lunch spot is the Thai "
+                                               "place on 5th Street.", "kind": "preference"})
+        out["first"] = first
+        old = first.structured_content["id"]
+        out["found"] = await c.call_tool("recall", {"query": lunch})
+        await asyncio.sleep(0.05)
+        out["between"] = conn.execute("select clock_timestamp()").fetchone()[0]
+        await asyncio.sleep(0.05)
+        out["second"] = await c.call_tool("remember", {"content": "Our favourite lunch spot is now "
+                                                       "the ramen bar by the station.",
+                                                       "kind": "preference", "supersedes": old})
+        out["after"] = await c.call_tool("recall", {"query": lunch})
+        out["then"] = await c.call_tool("recall", {"query": lunch, "as_of": out["between"].isoformat()})
+        new = out["second"].structured_content["id"]
+        out["forget"] = await c.call_tool("forget", {"id": new})
+        out["gone"] = await c.call_tool("recall", {"query": lunch})
+        out["again"] = await c.call_tool("forget", {"id": new})
+        return out
+
+    out = drive(memories, "A", scenario)
+    assert not out["first"].is_error and "remembered: memory" in text(out["first"])
+    old = out["first"].structured_content["id"]
+    # found by meaning: the query shares no word with the memory
+    found = out["found"].structured_content
+    assert found["source"] == "hybrid" and found["memories"][0]["id"] == old
+    assert found["memories"][0]["memory_id"] == old and found["memories"][0]["kind"] == "memory"
+    assert found["memories"][0]["memory_kind"] == "preference"
+
+    new = out["second"].structured_content["id"]
+    assert new != old and f"replacing memory {old}" in text(out["second"])
+    after = _ids(out["after"])
+    assert after[0] == new and old not in after
+    then = _ids(out["then"])
+    assert then[0] == old and new not in then
+    # the old one is kept, valid until the replacement
+    row = conn.execute("select valid_until is not null from recall.memories('A', include_superseded => true) "
+                       "where memory_id = %s", [old]).fetchone()
+    assert row == (True,)
+
+    assert out["forget"].structured_content == {"forgotten": 1}
+    assert new not in _ids(out["gone"])
+    assert conn.execute("select count(*) from recall.chunks where chunk_id = %s", [new]).fetchone()[0] == 0
+    assert out["again"].is_error and len(text(out["again"]).splitlines()) == 1
+
+
+def test_pinned_memories_open_the_context(memories):
+    async def scenario(c):
+        pinned = await c.call_tool("remember", {"content": "Always run the test suite with nice -n 10.",
+                                                "kind": "decision", "pin": True})
+        await c.call_tool("remember", {"content": "The staging host is staging-1.", "kind": "fact"})
+        return pinned, await c.call_tool("context", {"task": "deploy the API", "project": "api"})
+
+    pinned, context = drive(memories, "A", scenario)
+    rows = context.structured_content["memories"]
+    assert rows[0]["id"] == pinned.structured_content["id"] and rows[0]["section"] == "pinned"
+    markdown = context.structured_content["markdown"]
+    assert markdown.index("Pinned") < markdown.index("nice -n 10") < markdown.index("docker compose")
+
+
+def test_another_agents_memory_is_refused(memories, conn):
+    with Recall(memories) as r:
+        theirs = r.remember("B", "B keeps the zanzibar keys in the blue vault.", kind="fact")
+
+    async def scenario(c):
+        return (await c.call_tool("forget", {"id": theirs}),
+                await c.call_tool("remember", {"content": "the keys moved", "supersedes": theirs}),
+                await c.call_tool("recall", {"query": "where are the zanzibar keys kept?"}),
+                await c.call_tool("sessions", {}))
+
+    forget, supersede, recall, after = drive(memories, "A", scenario)
+    for result in (forget, supersede):
+        assert result.is_error and len(text(result).splitlines()) == 1, text(result)
+    assert theirs not in _ids(recall)
+    assert not after.is_error
+    assert conn.execute("select content from recall.chunks where chunk_id = %s", [theirs]).fetchone() == (
+        "B keeps the zanzibar keys in the blue vault.",)
+    # nothing was written for A by the refused supersede
+    assert conn.execute("select count(*) from recall.memories('A')").fetchone()[0] == 0
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [
@@ -208,6 +322,12 @@ BAD = [
     ("context", {"token_budget": "lots"}, "token_budget"),
     ("sessions", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
     ("sessions", {"agent": "B"}, "unknown argument(s) for sessions: agent"),
+    ("recall", {"query": "docker", "as_of": "last week"}, "as_of: 'last week'"),
+    ("remember", {"content": ""}, "content is empty"),
+    ("remember", {"content": "x", "kind": "gossip"}, "kind"),
+    ("remember", {"content": "x", "importance": 2}, "importance: Input should be less than or equal to 1"),
+    ("forget", {"id": 0}, "id: Input should be greater than or equal to 1"),
+    ("forget", {"id": 999999}, "999999"),
     ("nosuchtool", {}, "nosuchtool"),
 ]
 

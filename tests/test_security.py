@@ -34,7 +34,7 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
                     "session_recall_v1", "session_recall_v2", "auto_context", "auto_context_v1",
                     "auto_context_v2", "summarize_sessions", "hybrid_recall_v4", "session_recall_v4",
                     "auto_context_v4", "remember", "forget_memory", "pin_memory", "memories"}
-ROW_TABLES = {"sessions", "messages", "chunks", "source_files"}
+ROW_TABLES = {"sessions", "messages", "chunks", "source_files", "recall_log"}
 
 
 def unit(v):
@@ -75,6 +75,8 @@ def build_world(conn, agents=("A", "B")):
                              [sid, role, kind, content, AS_OF - timedelta(days=10 * s, minutes=60 - i), Jsonb(meta)])
         conn.execute("insert into recall.source_files (path, agent_id, format, size, mtime) "
                      "values (%s, %s, 'jsonl', 10, %s)", [f"/home/{agent}/{marker}.jsonl", agent, AS_OF])
+        conn.execute("insert into recall.recall_log (agent_id, function, latency_ms, n_rows, query_text) "
+                     "values (%s, 'hybrid_recall', 2.5, 0, %s)", [agent, f"where is {marker}"])
     # B's vectors sit on the query: were B visible, B would win every vector ranking
     for cid, agent in conn.execute("select chunk_id, agent_id from recall.chunks order by chunk_id").fetchall():
         noise = 0.02 if agent == "B" else 0.8
@@ -217,6 +219,9 @@ def observe(conn, calls_) -> dict[str, tuple]:
                 if key.startswith("recall.index_info("):
                     # idx_scan counts every query that used the index, the prober's own included
                     rows = [r[:8] + r[9:] for r in rows]
+                if key.startswith("recall.storage_stats("):
+                    # sizes on disk: the probes' rolled-back updates (summaries) grow the heap too
+                    rows = sorted(r[:4] for r in rows)
                 if key.startswith("recall.vector_search_curve("):
                     rows = [r[:-1] for r in rows]   # its last column is a time in ms
                 if key.startswith("recall.remember("):
@@ -305,6 +310,8 @@ INSERT_B = {  # a row of agent B, for each table that has agent_id
                psycopg.errors.InsufficientPrivilege),
     "source_files": ("insert into recall.source_files (path, agent_id, format, size, mtime) "
                      "values ('/planted', 'B', 'jsonl', 1, now())", psycopg.errors.InsufficientPrivilege),
+    "recall_log": ("insert into recall.recall_log (agent_id, function, latency_ms, n_rows) "
+                   "values ('B', 'hybrid_recall', 1, 0)", psycopg.errors.InsufficientPrivilege),
 }
 
 
@@ -405,7 +412,7 @@ def test_agent_cannot_plant_objects_or_read_catalog_statistics(db_url, conn, rol
 
 def test_pg_stats_of_row_secured_tables_hidden_from_agents(db_url, conn, roles):
     build_world(conn)
-    conn.execute("analyze recall.sessions, recall.messages, recall.chunks, recall.source_files")
+    conn.execute("analyze recall.sessions, recall.messages, recall.chunks, recall.source_files, recall.recall_log")
     owner_sees = conn.execute("select tablename, attname, most_common_vals::text from pg_stats "
                               "where schemaname = 'recall'").fetchall()
     assert {r[0] for r in owner_sees} >= ROW_TABLES

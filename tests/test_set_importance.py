@@ -86,3 +86,27 @@ def test_comment_names_the_sqlstates(chat):
     comment = chat.execute("select obj_description('recall.set_importance(text, bigint, float8)'::regprocedure)"
                            ).fetchone()[0]
     assert "22023" in comment and "P0002" in comment
+
+
+def test_python_clients(chat, db_url):
+    import asyncio
+
+    from pyrecall import AsyncRecall, NotFoundError, Recall
+
+    chunk_id = window(chat)[0]
+    with Recall(db_url, migrate=False) as r:
+        assert r.set_importance("support", chunk_id, 0.75) == 0.5
+        assert r.set_importance("support", chunk_id, None) == pytest.approx(0.75)
+        with pytest.raises(NotFoundError, match="agent 'nobody' has no chunk"):
+            r.set_importance("nobody", chunk_id, 0.2)
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="between 0 and 1"):
+            r.set_importance("support", chunk_id, 2)
+
+    async def main():
+        async with await AsyncRecall.connect(db_url) as a:
+            before = await a.set_importance("support", chunk_id, 1)
+            with pytest.raises(NotFoundError):
+                await a.set_importance("support", 10**12, 0.5)
+            return before
+    assert asyncio.run(main()) == 0.5
+    assert window(chat)[1:] == (1.0, True)

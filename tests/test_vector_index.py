@@ -7,7 +7,6 @@ tests are about the indexes, not about chunking.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import threading
@@ -22,9 +21,7 @@ from pgvector.psycopg import register_vector
 from pyrecall import _index
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("index_build", ROOT / "bench" / "index_build.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from pyrecall.bench import index_build as bench  # noqa: E402
 
 NEEDS_VECTORSCALE = "needs the pgvectorscale extension (Dockerfile.postgres)"
 

@@ -313,12 +313,13 @@ def _print_latency(report: dict) -> None:
     if report.get("after_embed"):
         table = Table(title="hybrid_recall right after the vectors were written, then after each "
                             "maintenance step (ms p50 / p95 / p99)")
-        for col in ("state", "ms", "dead tuples", "all-visible pages", "step s"):
+        for col in ("state", "ms", "server CPU ms per call", "dead tuples", "all-visible pages", "step s"):
             table.add_column(col, justify="right")
         for name, r in report["after_embed"].items():
             h, t = r["hybrid"], r["table"]
             table.add_row(name.replace("_", " "), f"{h['p50']:.1f} / {h['p95']:.1f} / {h['p99']:.1f}",
-                          f"{t['dead']:,}", f"{t['all_visible']}", f"{r['step_s']}")
+                          str(h.get("cpu_ms_per_call")), f"{t['dead']:,}", f"{t['all_visible']}",
+                          f"{r['step_s']}")
         console.print(table)
     load = report.get("under_load") or {}
     if load.get("by_clients"):
@@ -561,7 +562,7 @@ def index_cmd(n_sessions, sample, runs, seed, json_file, dsn):
     """Index a real-sized history end to end with the local model, then recall cold.
 
     Generates realistic Claude Code sessions (tool calls, code, thinking, ~50 chunks each),
-    imports them (`pyrecall index`), embeds every chunk (`pyrecall embed`), and measures the
+    imports them (`pyrecall import`), embeds every chunk (`pyrecall embed`), and measures the
     raw model on the same chunks, hybrid_recall's p95 before and after the job's vacuum, and
     cold `pyrecall recall` processes (median of --runs). Prints one JSON report.
 
@@ -616,7 +617,7 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
               help="Chunks in the database.")
 @click.option("--agents", "n_agents", type=click.IntRange(1), default=1, show_default=True,
               help="Agents (Zipf sizes); the server acts for the largest.")
-@click.option("--calls", type=click.IntRange(1), default=200, show_default=True,
+@click.option("--calls", type=click.IntRange(1), default=100, show_default=True,
               help="recall calls timed (after --warmup calls that are not).")
 @click.option("--warmup", type=click.IntRange(1), default=10, show_default=True)
 @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True)
@@ -632,12 +633,13 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
 
     Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
     agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
-    round trip, the query embedded by the local model, recall.hybrid_recall). Prints one
-    JSON report: p50/p95/p99 in ms, connect time, first-call time.
+    round trip, the query embedded by the local model, recall.hybrid_recall). Then times the
+    parts in-process: the embedding, hybrid_recall bound as the server is (row-level security)
+    and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times.
 
     \b
     Example:
-      pyrecall bench mcp --chunks 100000 --calls 200
+      pyrecall bench mcp --chunks 100000 --calls 100
       pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
     """
     import time
@@ -649,3 +651,51 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
                              token_budget=token_budget, seed=seed, dsn=dsn,
                              log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
     click.echo(json.dumps(report, indent=2))
+
+
+@bench.command("vector-index")
+@click.option("--chunks", type=click.IntRange(1000), default=100_000, show_default=True,
+              help="Synthetic chunks (384 dimensions, clustered) loaded by COPY.")
+@click.option("--method", default="auto", show_default=True, help="auto | hnsw | diskann | none.")
+@click.option("--options", default="{}", show_default=True, metavar="JSON",
+              help='Options of recall.create_vector_index, e.g. \'{"m": 8, "ef_construction": 32}\'.')
+@click.option("--scope", type=click.Choice(["agents", "table", "both"]), default="agents", show_default=True)
+@click.option("--keep-index", is_flag=True, help="Keep the indexes there (refresh only).")
+@click.option("--fractions", default="0.0001,0.01,0.1,0.5", show_default=True,
+              help="Agents measured, as shares of the table.")
+@click.option("--queries", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--keep", is_flag=True, help="Reuse the loaded database if it exists.")
+@click.option("--db", default="pyrecall_bench_index", show_default=True, help="Name of the benchmark database.")
+@click.option("--embedding-storage", type=click.Choice(["main", "external"]), default=None,
+              help="ALTER COLUMN embedding SET STORAGE ... before loading.")
+@click.option("--env", "from_env", is_flag=True,
+              help="Take CHUNKS, INDEX, SCOPE, M, EF_CONSTRUCTION, ... and PYRECALL_ADMIN_DSN from the "
+                   "environment (make bench-index).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Admin URL of a server (the role needs CREATEDB; default: a throwaway embedded server).")
+@_handle_errors
+def vector_index_cmd(chunks, method, options, scope, keep_index, fractions, queries, keep, db,
+                     embedding_storage, from_env, as_json, dsn):
+    """Vector index build time, size, filtered recall@10 and latency per agent size (the
+    measurements of docs/DBA.md), on a synthetic table loaded straight into recall.chunks.
+
+    \b
+    Example:
+      pyrecall bench vector-index --chunks 100000 --method hnsw
+      pyrecall bench vector-index --chunks 200000 --options '{"m": 8}' --json
+    """
+    from types import SimpleNamespace
+
+    from . import index_build
+
+    try:
+        json.loads(options)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--options") from None
+    args = SimpleNamespace(chunks=chunks, method=method, options=options, scope=scope,
+                           keep_index=keep_index, fractions=fractions, queries=queries, dsn=dsn,
+                           keep=keep, db=db, embedding_storage=embedding_storage, env=from_env)
+    report = index_build.main(args)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))

@@ -1,9 +1,9 @@
-"""Index a real-sized history end to end: generated Claude Code sessions, `pyrecall index`,
+"""Index a real-sized history end to end: generated Claude Code sessions, `pyrecall import`,
 `pyrecall embed` with the local model, then cold one-shot recalls.
 
 Steps, each timed, into a throwaway database:
 1. write N sessions (pyrecall.bench.sessions, ~50 chunks each);
-2. import them (``_sync.index``, what `pyrecall index DIR` calls);
+2. import them (``_sync.index``, what `pyrecall import DIR` calls);
 3. embed every chunk (``Worker``, what `pyrecall embed` runs), model loaded beforehand;
    the job's VACUUM (ANALYZE) timed apart, with hybrid_recall's p95 before it (what the job
    used to leave behind), right after it, and after a second vacuum (the settled state);

@@ -592,11 +592,30 @@ def table_state(conn: psycopg.Connection) -> dict[str, Any]:
             "autovacuumed": row[4] is not None, "autoanalyzed": row[5] is not None}
 
 
+def _backend_cpu_s(conn: psycopg.Connection) -> float | None:
+    """CPU seconds the connection's server process has used (user + system, from /proc: a
+    server on this machine only), or None. Unlike wall time, it does not grow with the load
+    of a shared machine."""
+    import os
+
+    try:
+        pid = conn.info.backend_pid
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def hybrid_pass(conn: psycopg.Connection, queries: dict[str, list[Query]]) -> dict[str, Any]:
-    """hybrid_recall over every query once, in the order given (no warm-up): latency stats."""
+    """hybrid_recall over every query once, in the order given (no warm-up): latency stats,
+    and the server's CPU per call (mean; None when the server's /proc is out of reach)."""
+    cpu0 = _backend_cpu_s(conn)
     times = [_timed(conn, HYBRID, [q.agent.agent_id, q.text, q.vector])[0]
              for qs in queries.values() for q in qs]
-    return _stats(times)
+    cpu1 = _backend_cpu_s(conn)
+    cpu = round((cpu1 - cpu0) * 1000 / len(times), 2) if cpu0 is not None and cpu1 is not None and times else None
+    return {**_stats(times), "cpu_ms_per_call": cpu}
 
 
 def after_embed(conn: psycopg.Connection, queries: dict[str, list[Query]]) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
 
 from . import latency, load
 
@@ -78,9 +80,11 @@ async def _drive(url: str, agent: str, queries: list[str], *, warmup: int, k: in
 
 def components(url: str, agent: str, queries: list[str], *, k: int,
                token_budget: int | None) -> dict[str, Any]:
-    """The two parts of a call, timed in this process: the query embedding (the local model,
-    one thread as in the server) and recall.hybrid_recall on a connection bound as the
-    server's are (Pool). What the MCP round trip adds is the rest."""
+    """The parts of a call, timed in this process: the query embedding (the local model, one
+    thread as in the server), then recall.hybrid_recall with that vector twice: on a
+    connection bound as the server's are (Pool: role recall_agent, row-level security), and
+    as the login role (the owner: no row-level security). What the MCP round trip adds is the
+    rest; what row-level security costs is the difference of the two."""
     from .._embed import get_embedder
     from .._mcp import Pool, _one_torch_thread
     from ..client import _args, _call
@@ -88,25 +92,30 @@ def components(url: str, agent: str, queries: list[str], *, k: int,
     _one_torch_thread()
     embedder = get_embedder(None)
     embedder.embed(["warm up"])
-    embed_ms, sql_ms = [], []
+    embed_ms, bound_ms, owner_ms = [], [], []
     pool = Pool(url, agent, size=1)
     try:
-        with pool.connection() as conn:
+        with psycopg.connect(url, autocommit=True) as owner:
+            register_vector(owner)
             for q in queries:
                 t = time.perf_counter()
-                vector = embedder.embed([q])[0]
+                vector = np.asarray(embedder.embed([q])[0], dtype=np.float32)
                 embed_ms.append((time.perf_counter() - t) * 1000)
-                args = _args(agent, q, np.asarray(vector, dtype=np.float32), k, token_budget,
-                             None, None, None, None, None, {})
+                args = _args(agent, q, vector, k, token_budget, None, None, None, None, None, {})
+                with pool.connection() as conn:
+                    t = time.perf_counter()
+                    conn.execute(_call("hybrid_recall", args), args).fetchall()
+                    bound_ms.append((time.perf_counter() - t) * 1000)
                 t = time.perf_counter()
-                conn.execute(_call("hybrid_recall", args), args).fetchall()
-                sql_ms.append((time.perf_counter() - t) * 1000)
+                owner.execute(_call("hybrid_recall", args), args).fetchall()
+                owner_ms.append((time.perf_counter() - t) * 1000)
     finally:
         pool.close()
-    return {"embed_ms": _stats(embed_ms), "hybrid_recall_ms": _stats(sql_ms)}
+    return {"embed_ms": _stats(embed_ms), "hybrid_recall_ms": _stats(bound_ms),
+            "hybrid_recall_unbound_ms": _stats(owner_ms)}
 
 
-def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 200, warmup: int = 10,
+def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup: int = 10,
         k: int = 10, token_budget: int | None = None, seed: int = 7, dsn: str | None = None,
         log=lambda m: None) -> dict[str, Any]:
     """Build, serve the largest agent over MCP (stdio), time ``calls`` recall calls."""

@@ -67,7 +67,8 @@ def _of_object(obj: dict) -> str | None:
     if isinstance(obj.get("messages"), list):
         return "openai_chat"
     kind = obj.get("type")
-    if kind in codex.LINE_TYPES and isinstance(obj.get("payload"), dict):
+    if ((kind in codex.LINE_TYPES and isinstance(obj.get("payload"), dict))
+            or codex.is_legacy_header(obj) or obj.get("record_type") == "state"):
         return "codex"
     if (("sessionId" in obj and isinstance(kind, str))
             or (kind == "summary" and "leafUuid" in obj) or kind == "file-history-snapshot"):

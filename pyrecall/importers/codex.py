@@ -10,6 +10,10 @@ outputs (``function_call_output``, ``custom_tool_call_output``), joined by ``cal
 response items hold, and ``compacted`` lines summarise history that is already in the file:
 both are skipped. Any other line type is skipped and reported.
 
+Rollouts written before ``session_meta`` existed (mid 2025) start with a bare header ``{"id",
+"timestamp", "instructions", "git"?}``, hold ``{"record_type": "state"}`` markers and the
+response items themselves, without envelope or timestamp: they are read too.
+
 A file holds one session. Codex appends to it as the session goes on (and when it is
 resumed), so it is read from a byte offset like Claude Code's transcripts; the lines appended
 name no session, which is why the session id then comes from the file's first line.
@@ -40,6 +44,8 @@ from ._records import Message, ParseResult, Problem, Session
 FORMAT = "codex"
 SOURCE_AGENT = "codex"
 LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
+ITEM_TYPES = ("message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+              "custom_tool_call_output", "local_shell_call", "web_search_call")
 # response items that hold nothing to remember: harness snapshots, encrypted compaction
 SILENT_ITEMS = ("ghost_snapshot", "compaction", "compaction_summary", "other")
 # user messages that Codex writes itself at the start of a session or turn, not the user
@@ -67,8 +73,20 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     state = _State()
     for n, obj in lines.objects():
         kind = obj.get("type")
+        if kind is None and is_legacy_header(obj):
+            state.meta(obj, lines, n)
+            continue
+        if kind is None and "record_type" in obj:
+            continue  # a legacy state marker
         if not isinstance(kind, str):
             lines.report(n, "line without a type")
+            continue
+        if kind in ITEM_TYPES and "payload" not in obj:
+            # a legacy rollout: the response item itself, without envelope or timestamp
+            try:
+                state.item(obj, parse_time(obj.get("timestamp"))[0], lines, n)
+            except RecursionError:
+                lines.report(n, "content nested too deeply")
             continue
         if kind not in LINE_TYPES:
             lines.report(n, f"unknown line type {kind!r:.40}")
@@ -98,7 +116,8 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     session = Session(state.session_id or _id_from_name(path), project=state.project,
                       branch=state.branch, metadata={"source_agent": SOURCE_AGENT, **state.info})
     session.messages = state.messages
-    session.started_at, session.ended_at = span([m.created_at for m in state.messages])
+    first, last = span([m.created_at for m in state.messages])
+    session.started_at, session.ended_at = first or state.started, last
     return ParseResult([session], problems, FORMAT, lines.end_offset)
 
 
@@ -111,6 +130,7 @@ class _State:
         self.branch: str | None = None
         self.info: dict[str, Any] = {}
         self.model: str | None = None
+        self.started: Any = None
         self.messages: list[Message] = []
         self.tools: dict[str, str] = {}  # call_id -> tool name, to name the outputs
 
@@ -122,6 +142,7 @@ class _State:
         if self.session_id is None and lines is not None:
             lines.report(n, "session_meta without an id: used the file name")
         self.project = text_or_none(p.get("cwd")) or self.project
+        self.started = parse_time(p.get("timestamp"))[0]
         git = p.get("git")
         if isinstance(git, dict) and (branch := text_or_none(git.get("branch"))):
             self.branch = branch
@@ -303,11 +324,22 @@ def _head(path: Path, state: _State) -> None:
         obj = json.loads(first.decode("utf-8", "replace"), strict=False)
     except (ValueError, RecursionError):
         return
+    meta = None
     if isinstance(obj, dict) and obj.get("type") == "session_meta" and isinstance(obj.get("payload"), dict):
+        meta = obj["payload"]
+    elif isinstance(obj, dict) and is_legacy_header(obj):
+        meta = obj
+    if meta is not None:
         project = state.project
-        state.meta(obj["payload"])
+        state.meta(meta)
         # the project stays the session's first cwd, which sync keeps anyway
         state.project = state.project or project
+
+
+def is_legacy_header(obj: dict) -> bool:
+    """Whether a line is the header of a rollout written before session_meta existed."""
+    return "type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj \
+        and "instructions" in obj
 
 
 def _id_from_name(path: Path) -> str:

@@ -5,8 +5,8 @@ arm, not chunking), builds the index through recall.create_vector_index, then fo
 several sizes asks recall._vector_arm and recall.hybrid_recall, comparing with the exact
 answer computed in numpy.
 
-    .venv/bin/python bench/index_build.py --chunks 100000 --method hnsw
-    .venv/bin/python bench/index_build.py --chunks 200000 --method hnsw \\
+    pyrecall bench vector-index --chunks 100000 --method hnsw
+    pyrecall bench vector-index --chunks 200000 --method hnsw \\
         --options '{"m": 8, "ef_construction": 32}' --fractions 0.0001,0.01,0.1,0.5 --json
 
 The data: 384-dim unit vectors in 100 clusters (see `clustered`), each chunk in a uniformly
@@ -19,7 +19,6 @@ without it, a throwaway embedded server is started in a temporary directory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -34,8 +33,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pyrecall import _db, _migrate  # noqa: E402
+from .. import _db, _migrate
 
 DIM = 384
 BENCH_DB = "pyrecall_bench_index"
@@ -213,27 +211,12 @@ def measure(conn, agents, vecs, sample, fractions, *, queries: int, k: int = 10)
     return out
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chunks", type=int, default=100_000)
-    ap.add_argument("--method", default="auto", help="auto | hnsw | diskann | none")
-    ap.add_argument("--options", default="{}", help="JSON options of create_vector_index")
-    ap.add_argument("--scope", default="agents", help="agents | table | both")
-    ap.add_argument("--keep-index", action="store_true", help="keep the indexes there (refresh only)")
-    ap.add_argument("--fractions", default="0.0001,0.01,0.1,0.5")
-    ap.add_argument("--queries", type=int, default=50)
-    ap.add_argument("--dsn", default=None, help="admin URL of a server (default: a throwaway embedded one)")
-    ap.add_argument("--keep", action="store_true", help="reuse the loaded database if it exists")
-    ap.add_argument("--db", default=BENCH_DB, help="name of the benchmark database")
-    ap.add_argument("--embedding-storage", default=None, choices=["main", "external"],
-                    help="ALTER COLUMN embedding SET STORAGE ... before loading")
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--env", action="store_true",
-                    help="take CHUNKS, INDEX, SCOPE, M, EF_CONSTRUCTION, ... and PYRECALL_ADMIN_DSN "
-                         "from the environment (make bench-index)")
-    args = ap.parse_args(argv)
+def main(args) -> dict:
+    """Run with options ``args`` (chunks, method, options, scope, keep_index, fractions, queries,
+    dsn, keep, db, embedding_storage; env: take CHUNKS, INDEX, SCOPE, M, ... and
+    PYRECALL_ADMIN_DSN from the environment, as `make bench-index` passes them)."""
     if args.env:
-        from pyrecall._index import MAKE_OPTIONS
+        from .._index import MAKE_OPTIONS
         env = lambda name: os.environ.get(name, "").strip() or None  # noqa: E731
         args.chunks = int(env("CHUNKS") or args.chunks)
         args.method = env("INDEX") or args.method
@@ -253,13 +236,11 @@ def main(argv=None):
         admin = _db.start(tmp, settings={"fsync": "off", "full_page_writes": "off",
                                          "synchronous_commit": "off"})
     try:
-        report = run(admin, args, fractions)
+        return run(admin, args, fractions)
     finally:
         if tmp is not None:
             _db.stop(tmp)
             shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        print(json.dumps(report, indent=2))
 
 
 def run(admin: str, args, fractions) -> dict:
@@ -316,7 +297,3 @@ def run(admin: str, args, fractions) -> dict:
 
 def log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":
-    main()
