@@ -454,7 +454,7 @@ def build_server(backend: Backend) -> RecallServer:
             else:
                 result = r.recall(agent, query, k=k, token_budget=token_budget, filter=filter_,
                                   since=when, **options)
-            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+            infos = r.session_infos(m.session_id for m in result.memories)
         out = RecallOut(memories=[_memory_out(m, infos) for m in result.memories],
                         source=result.source, note=result.note)
         return _result(_recall_text(result, infos), out)
@@ -471,7 +471,7 @@ def build_server(backend: Backend) -> RecallServer:
         with backend.client() as r:
             result = r.auto_context(agent, project=project, branch=branch, task=task,
                                     token_budget=token_budget)
-            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+            infos = r.session_infos(m.session_id for m in result.memories)
         scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
         markdown = _render.to_context(result, infos=infos, auto=True, scope=scope)
         out = ContextOut(markdown=markdown, source=result.source,
@@ -484,7 +484,7 @@ def build_server(backend: Backend) -> RecallServer:
     ) -> Annotated[CallToolResult, SessionsOut]:
         """This agent's recent sessions, newest first, with their titles."""
         with backend.client() as r:
-            rows = _render.list_sessions(r.conn, agent, project=project, limit=limit)
+            rows = r.sessions(agent, project=project, limit=limit)
         out = SessionsOut(sessions=[
             SessionOut(session_id=s["session_id"], title=s["title"], project=s["project"],
                        branch=s["branch"], started_at=_iso(s["started_at"]),

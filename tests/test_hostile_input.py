@@ -531,8 +531,8 @@ def test_async_client_is_idempotent_and_all_or_nothing(db_url):
     async def main():
         async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder()) as r:
             msgs = [{"role": "user", "content": "question \x00 one"}, {"role": "assistant", "content": "answer"}]
-            assert await r.add_messages("as-1", msgs, agent_id="async") == 2
-            assert await r.add_messages("as-1", msgs, agent_id="async") == 0      # again: nothing new
+            assert (await r.add_messages("as-1", msgs, agent_id="async")).inserted == 2
+            assert (await r.add_messages("as-1", msgs, agent_id="async")).inserted == 0  # again: nothing new
             with pytest.raises(psycopg.errors.CheckViolation):
                 await r.add_messages("as-1", [{"role": "user", "content": "new"}, {"role": "x", "content": "y"}],
                                      agent_id="async")
