@@ -1,7 +1,7 @@
 """Embedders: turn texts into vectors, locally or through any provider litellm knows.
 
 Both kinds share one small interface (``Embedder``) and the same input rules: texts must
-be non-empty after stripping whitespace (callers filter them; a ``ValueError`` otherwise)
+be non-empty after stripping whitespace (callers filter them; a ``ConfigError`` otherwise)
 and NUL bytes are removed before sending (PostgreSQL text cannot hold them anyway).
 
     >>> e = get_embedder("local/all-MiniLM-L6-v2")
@@ -63,7 +63,7 @@ def get_embedder(model: str | None = None, **options) -> Embedder:
 
 
 def clean_texts(texts: list[str]) -> list[str]:
-    """``texts`` with NUL bytes removed; ``ValueError`` for an empty or blank text.
+    """``texts`` with NUL bytes removed; ``ConfigError`` for an empty or blank text.
 
     >>> clean_texts(["a\\x00b"])
     ['ab']
@@ -76,7 +76,7 @@ def clean_texts(texts: list[str]) -> list[str]:
             raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
         text = text.replace("\x00", "")
         if not text.strip():
-            raise ValueError(f"texts[{i}] is empty or whitespace only")
+            raise ConfigError(f"texts[{i}] is empty or whitespace only")
         out.append(text)
     return out
 

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from . import _db, _migrate, _render
 from ._embed import Embedder, get_embedder
-from ._errors import ConfigError, PyrecallError
+from ._errors import ConfigError, DatabaseError, PyrecallError, one_line
 from .client import Memory, Recall, RecallResult
 
 log = logging.getLogger("pyrecall.mcp")
@@ -53,16 +53,6 @@ POOL_SIZE = 4        # connections kept open between calls
 
 
 # ---------------------------------------------------------------- errors
-
-def one_line(exc: BaseException) -> str:
-    """The first line of an error's message (a psycopg error: its primary message)."""
-    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
-        text = exc.diag.message_primary
-    else:
-        text = str(exc)
-    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    return lines[0] if lines else type(exc).__name__
-
 
 # ---------------------------------------------------------------- connections bound to the agent
 
@@ -118,7 +108,7 @@ class Pool:
         try:
             conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout)
         except psycopg.OperationalError as exc:
-            raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+            raise DatabaseError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
         try:
             register_vector(conn)
             check_role(conn, self.agent)
@@ -143,7 +133,7 @@ class Pool:
             except psycopg.OperationalError as exc:
                 conn.close()
                 if fresh:
-                    raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+                    raise DatabaseError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -407,7 +397,7 @@ def _guard(backend: Backend, fn: Callable[..., CallToolResult]) -> Callable[...,
             return fn(*args, **kwargs)
         except ToolError:
             raise
-        except (PyrecallError, psycopg.Error, LookupError, ValueError) as exc:
+        except (PyrecallError, psycopg.Error, ValueError) as exc:
             raise ToolError(one_line(exc)) from None
     return wrapper
 

@@ -19,7 +19,7 @@ import click
 import psycopg
 
 from . import _config, _db, _migrate
-from ._errors import PyrecallError
+from ._errors import PyrecallError, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # sentence-transformers draws a progress bar while it loads a model: not for our users
@@ -29,12 +29,9 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # ---------------------------------------------------------------- shared pieces
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
-        text = exc.diag.message_primary
-    else:
-        text = str(exc)
-    lines = [x for x in text.strip().splitlines() if x.strip()]
-    line = lines[0] if lines else type(exc).__name__
+    """The error in one line (:func:`pyrecall._errors.one_line`), with a hint for writes to a
+    read-only server."""
+    line = one_line(exc)
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) or "in a read-only transaction" in line:
         # a hot standby (or a read-only default): reads work, writes must go to the primary
         line += (" (this server is read-only: a hot standby, or default_transaction_read_only is on;"
@@ -48,7 +45,7 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (PyrecallError, psycopg.Error, LookupError) as exc:
+        except (PyrecallError, psycopg.Error) as exc:
             raise click.ClickException(_error_text(exc)) from None
     return wrapper
 

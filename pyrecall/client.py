@@ -24,10 +24,11 @@ from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
 from ._errors import (
     ConfigError,
+    DatabaseError,
     EmbeddingError,
     MissingDependencyError,
     NotFoundError,
-    PyrecallError,
+    one_line,
 )
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
@@ -344,8 +345,7 @@ def _log_params(function: str, agent_id: str, ms: float, rows: list, query: str 
 
 
 def _log_failed(exc: Exception) -> None:
-    lines = str(exc).strip().splitlines()
-    log.warning("recall log: row not written (%s)", lines[0] if lines else type(exc).__name__)
+    log.warning("recall log: row not written (%s)", one_line(exc))
 
 
 class Recall:
@@ -681,7 +681,7 @@ class AsyncRecall:
         try:
             conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise PyrecallError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
         await register_vector_async(conn)
         return cls(conn, **kwargs)
 
