@@ -30,6 +30,7 @@ from ._errors import (
     NotFoundError,
     one_line,
 )
+from ._text import clean_text
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
 
@@ -189,7 +190,7 @@ class RecallResult:
 def _text(value):
     """Text as stored: without NUL or lone surrogates, as ingestion cleans it (else a value
     stored cleaned could not be asked for, and PostgreSQL refuses NUL outright)."""
-    return _ingest.clean_text(value) if isinstance(value, str) else value
+    return clean_text(value) if isinstance(value, str) else value
 
 
 def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int | None,
