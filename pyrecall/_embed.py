@@ -1,7 +1,7 @@
 """Embedders: turn texts into vectors, locally or through any provider litellm knows.
 
 Both kinds share one small interface (``Embedder``) and the same input rules: texts must
-be non-empty after stripping whitespace (callers filter them; a ``ValueError`` otherwise)
+be non-empty after stripping whitespace (callers filter them; a ``ConfigError`` otherwise)
 and NUL bytes are removed before sending (PostgreSQL text cannot hold them anyway).
 
     >>> e = get_embedder("local/all-MiniLM-L6-v2")
@@ -24,6 +24,7 @@ from typing import Protocol
 
 from . import _config
 from ._errors import ConfigError, EmbeddingError, MissingDependencyError, TransientEmbeddingError
+from ._text import clean_text
 
 LOCAL_PREFIX = "local/"
 DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
@@ -63,7 +64,8 @@ def get_embedder(model: str | None = None, **options) -> Embedder:
 
 
 def clean_texts(texts: list[str]) -> list[str]:
-    """``texts`` with NUL bytes removed; ``ValueError`` for an empty or blank text.
+    """``texts`` cleaned as stored text is (:func:`pyrecall._text.clean_text`: no NUL, no lone
+    surrogate); ``ConfigError`` for an empty or blank text.
 
     >>> clean_texts(["a\\x00b"])
     ['ab']
@@ -74,9 +76,9 @@ def clean_texts(texts: list[str]) -> list[str]:
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
-        text = text.replace("\x00", "")
+        text = clean_text(text)
         if not text.strip():
-            raise ValueError(f"texts[{i}] is empty or whitespace only")
+            raise ConfigError(f"texts[{i}] is empty or whitespace only")
         out.append(text)
     return out
 
@@ -420,7 +422,7 @@ class LocalEmbedder:
         5
         """
         model, lock = self._loaded(0)
-        text = text.replace("\x00", "")
+        text = clean_text(text)
         with lock:
             if isinstance(model, OnnxMiniLM):
                 return model.count_tokens(text)
@@ -530,7 +532,7 @@ class LiteLLMEmbedder:
         >>> LiteLLMEmbedder("openai/text-embedding-3-small").count_tokens("hello world")
         2
         """
-        return _litellm().token_counter(model=self.model, text=text.replace("\x00", ""))
+        return _litellm().token_counter(model=self.model, text=clean_text(text))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order; blocks until all batches are done.

@@ -1,8 +1,27 @@
 """pyrecall's exceptions: one base class and a few specific ones.
 
 Errors raised by PostgreSQL keep their psycopg class (it carries the SQLSTATE); these are
-for what pyrecall itself detects.
+for what pyrecall itself detects. A mistake in an option or value is a ConfigError, an id
+that names nothing a NotFoundError, a database that cannot be reached or used a
+DatabaseError. :func:`one_line` is how any of them (or a psycopg error) is shown.
 """
+
+import psycopg
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (a psycopg error: its primary message), or the
+    error's class name when it has no message.
+
+    >>> one_line(ValueError("bad value\\n  at line 3"))
+    'bad value'
+    """
+    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
+        text = exc.diag.message_primary
+    else:
+        text = str(exc)
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 class PyrecallError(Exception):

@@ -20,6 +20,7 @@ from datetime import datetime
 import psycopg
 
 from ._errors import ConfigError
+from ._text import clean_text
 from .importers._records import Message, Session
 
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
@@ -100,17 +101,6 @@ class IngestReport:
     def __add__(self, other: IngestReport) -> IngestReport:
         return IngestReport(self.sessions + other.sessions, self.messages + other.messages,
                             self.inserted + other.inserted)
-
-
-def clean_text(text: str) -> str:
-    """Text PostgreSQL accepts: no NUL, no lone surrogates."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 def _finite(value):

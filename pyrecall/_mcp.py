@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from . import _db, _migrate, _render
 from ._embed import Embedder, get_embedder
-from ._errors import ConfigError, PyrecallError
+from ._errors import ConfigError, DatabaseError, PyrecallError, one_line
 from .client import Memory, Recall, RecallResult
 
 log = logging.getLogger("pyrecall.mcp")
@@ -53,16 +53,6 @@ POOL_SIZE = 4        # connections kept open between calls
 
 
 # ---------------------------------------------------------------- errors
-
-def one_line(exc: BaseException) -> str:
-    """The first line of an error's message (a psycopg error: its primary message)."""
-    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
-        text = exc.diag.message_primary
-    else:
-        text = str(exc)
-    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    return lines[0] if lines else type(exc).__name__
-
 
 # ---------------------------------------------------------------- connections bound to the agent
 
@@ -118,7 +108,7 @@ class Pool:
         try:
             conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout)
         except psycopg.OperationalError as exc:
-            raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+            raise DatabaseError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
         try:
             register_vector(conn)
             check_role(conn, self.agent)
@@ -143,7 +133,7 @@ class Pool:
             except psycopg.OperationalError as exc:
                 conn.close()
                 if fresh:
-                    raise PyrecallError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
+                    raise DatabaseError(f"cannot connect to PostgreSQL: {one_line(exc)}") from None
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -407,7 +397,7 @@ def _guard(backend: Backend, fn: Callable[..., CallToolResult]) -> Callable[...,
             return fn(*args, **kwargs)
         except ToolError:
             raise
-        except (PyrecallError, psycopg.Error, LookupError, ValueError) as exc:
+        except (PyrecallError, psycopg.Error, ValueError) as exc:
             raise ToolError(one_line(exc)) from None
     return wrapper
 
@@ -454,7 +444,7 @@ def build_server(backend: Backend) -> RecallServer:
             else:
                 result = r.recall(agent, query, k=k, token_budget=token_budget, filter=filter_,
                                   since=when, **options)
-            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+            infos = r.session_infos(m.session_id for m in result.memories)
         out = RecallOut(memories=[_memory_out(m, infos) for m in result.memories],
                         source=result.source, note=result.note)
         return _result(_recall_text(result, infos), out)
@@ -471,7 +461,7 @@ def build_server(backend: Backend) -> RecallServer:
         with backend.client() as r:
             result = r.auto_context(agent, project=project, branch=branch, task=task,
                                     token_budget=token_budget)
-            infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+            infos = r.session_infos(m.session_id for m in result.memories)
         scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}
         markdown = _render.to_context(result, infos=infos, auto=True, scope=scope)
         out = ContextOut(markdown=markdown, source=result.source,
@@ -484,7 +474,7 @@ def build_server(backend: Backend) -> RecallServer:
     ) -> Annotated[CallToolResult, SessionsOut]:
         """This agent's recent sessions, newest first, with their titles."""
         with backend.client() as r:
-            rows = _render.list_sessions(r.conn, agent, project=project, limit=limit)
+            rows = r.sessions(agent, project=project, limit=limit)
         out = SessionsOut(sessions=[
             SessionOut(session_id=s["session_id"], title=s["title"], project=s["project"],
                        branch=s["branch"], started_at=_iso(s["started_at"]),

@@ -1,5 +1,6 @@
 """What the terminal shows: recall results as a table, JSON, Markdown or a context block for
-a system prompt, and the queries behind ``pyrecall sessions`` and ``pyrecall show``.
+a system prompt (the queries behind ``pyrecall sessions`` and ``pyrecall show`` are the
+client's: ``Recall.sessions``, ``Recall.show``).
 
 The context block (``--format context``) is what an agent pastes into its prompt:
 
@@ -17,127 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-import psycopg
-
-from .client import Memory, RecallResult
+from .client import Memory, RecallResult, SessionInfo  # noqa: F401  (SessionInfo: for labels)
 
 FORMATS = ("table", "json", "context", "markdown")
 SECTIONS = {"pinned": "Pinned", "recent": "Recent", "related": "Related",
             "failures": "Failures to avoid"}
 KIND_LABELS = {"turn_pair": "conversation", "window": "chat", "thinking": "reasoning", "tool": "tool",
                "code": "code", "message": "message", "summary": "summary", "memory": "memory"}
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session_id: str
-    title: str | None
-    project: str | None
-    branch: str | None
-    started_at: datetime | None
-    turns: int | None = None             # as `pyrecall sessions` counts them
-    span_seconds: float | None = None    # first to last message
-
-
-# ---------------------------------------------------------------- queries for display
-
-def session_infos(conn: psycopg.Connection, session_ids) -> dict[str, SessionInfo]:
-    """Title, project, branch, start, turns and time span of the sessions named (for labels
-    and the JSON output)."""
-    ids = sorted(set(session_ids))
-    if not ids:
-        return {}
-    rows = conn.execute(
-        "select s.session_id, s.title, s.project, s.branch, s.started_at, m.turns, "
-        "       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)"
-        "                          - coalesce(m.first_at, s.started_at))::float8 "
-        "from recall.sessions s cross join lateral ("
-        "  select count(*) filter (where x.kind = 'text' and (x.role = 'user' "
-        "                          or s.metadata->>'chunking' = 'window')) as turns, "
-        "         min(x.created_at) as first_at, max(x.created_at) as last_at "
-        "  from recall.messages x where x.session_id = s.session_id) m "
-        "where s.session_id = any(%s)", [ids]).fetchall()
-    return {r[0]: SessionInfo(*r) for r in rows}
-
-
-# turns: a conversation's turns start at the user's text messages (as the chunker pairs them);
-# in a chat between people (chunking = window) every text message is one. span: first to last
-# message, in seconds.
-SESSIONS_SQL = """
-select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
-       s.started_at, s.ended_at,
-       m.messages, m.turns,
-       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
-                          - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
-       (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
-       (select count(*) from recall.chunks c
-         where c.session_id = s.session_id and c.embedding is null) as pending,
-       s.summary
-from (select * from recall.sessions s
-      where s.agent_id = %(agent)s
-        and (%(project)s::text is null or s.project = %(project)s)
-        and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
-        and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
-      order by coalesce(s.ended_at, s.started_at) desc, s.session_id
-      limit %(limit)s) s
-cross join lateral (
-  select count(*) as messages,
-         count(*) filter (where x.kind = 'text'
-                            and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
-         min(x.created_at) as first_at, max(x.created_at) as last_at
-  from recall.messages x
-  where x.session_id = s.session_id) m
-order by coalesce(s.ended_at, s.started_at) desc, s.session_id
-"""
-
-
-def list_sessions(conn: psycopg.Connection, agent_id: str, *, project: str | None = None,
-                  since: datetime | None = None, limit: int = 50,
-                  source_agent: str | None = None) -> list[dict]:
-    """The agent's sessions, newest first, with their message, turn, chunk and pending
-    counts and their time span (first to last message, in seconds); ``source_agent``: only
-    the sessions that agent wrote (claude-code, codex, gemini)."""
-    cur = conn.execute(SESSIONS_SQL, {"agent": agent_id, "project": project, "since": since,
-                                      "limit": limit, "source_agent": source_agent})
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def resolve_session(conn: psycopg.Connection, agent_id: str, session: str) -> str:
-    """The full id of the agent's session named by its id or a unique prefix of it (as
-    ``pyrecall sessions`` shows them); LookupError otherwise."""
-    exact = conn.execute("select 1 from recall.sessions where session_id = %s and agent_id = %s",
-                         [session, agent_id]).fetchone()
-    if exact:
-        return session
-    like = session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = conn.execute("select session_id from recall.sessions where agent_id = %s "
-                        "and session_id like %s order by session_id limit 3",
-                        [agent_id, like]).fetchall()
-    if len(rows) == 1 and len(session) >= 4:
-        return rows[0][0]
-    if len(rows) > 1:
-        raise LookupError(f"session {session!r} is ambiguous for agent {agent_id!r}: "
-                          f"{', '.join(r[0] for r in rows[:2])}, ...")
-    raise LookupError(f"no session {session!r} for agent {agent_id!r}")
-
-
-def session_messages(conn: psycopg.Connection, agent_id: str, session: str) -> tuple[dict, list[dict]]:
-    """A session (by id or unique prefix) and its messages in order; LookupError when the
-    agent has no such session."""
-    session_id = resolve_session(conn, agent_id, session)
-    cur = conn.execute("select session_id, agent_id, title, project, branch, started_at, ended_at, "
-                       "summary, summary_model, metadata from recall.sessions where session_id = %s",
-                       [session_id])
-    session_row = dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
-    cur = conn.execute("select seq, role, kind, created_at, content, metadata from recall.messages "
-                       "where session_id = %s order by seq", [session_id])
-    names = [d.name for d in cur.description]
-    return session_row, [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:

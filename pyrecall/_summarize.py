@@ -22,7 +22,7 @@ from datetime import timedelta
 
 import psycopg
 
-from ._errors import ConfigError
+from ._errors import ConfigError, PyrecallError, one_line
 
 MAX_TRANSCRIPT_CHARS = 24_000   # about 6k tokens of transcript per session
 PROMPT = (
@@ -211,10 +211,9 @@ def _text_of(response) -> str:
     content = message["content"] if isinstance(message, dict) else message.content
     text = (content or "").strip()
     if not text:
-        raise ValueError("the model returned an empty summary")
+        raise PyrecallError("the model returned an empty summary")
     return text
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+    return f"{type(exc).__name__}: {one_line(exc)}"[:300]

@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 
 from . import _ingest
-from ._errors import ConfigError, ImportFormatError, PyrecallError
+from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
 from .importers import PARSERS, detect_format
 from .importers._detect import SUFFIXES
 from .importers._records import Problem
@@ -278,7 +278,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
     except (PyrecallError, OSError, psycopg.DataError, psycopg.IntegrityError) as exc:
         # one bad file never stops the run: it is reported, and tried again next time
         result.status = "failed"
-        result.problems.append(Problem(str(path), None, _one_line(exc)))
+        result.problems.append(Problem(str(path), None, one_line(exc)))
         return result
 
 
@@ -361,7 +361,3 @@ def _require_agent(agent_id: str) -> None:
     if not agent_id:
         raise ConfigError("an agent id is required")
 
-
-def _one_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

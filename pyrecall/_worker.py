@@ -30,6 +30,7 @@ from ._errors import (
     EmbeddingError,
     PyrecallError,
     TransientEmbeddingError,
+    one_line,
 )
 
 log = logging.getLogger("pyrecall.worker")
@@ -185,7 +186,7 @@ class Worker:
                  retry_now: bool = False, progress: Callable[[int], None] | None = None,
                  filter: dict | None = None):
         if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+            raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
         self.conn, self.embedder, self.batch_size = conn, embedder, batch_size
         self.agent, self.since, self.filter = agent, since, filter
         filter_condition(filter)      # a malformed filter is refused before any work
@@ -334,8 +335,7 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                         except psycopg.OperationalError:
                             raise
                         except (psycopg.Error, PyrecallError) as exc:
-                            lines = str(exc).strip().splitlines()
-                            log.warning("between batches: %s", lines[0] if lines else type(exc).__name__)
+                            log.warning("between batches: %s", one_line(exc))
                     for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
                         pass
         except (psycopg.OperationalError, DatabaseError) as exc:

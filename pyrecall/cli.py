@@ -19,7 +19,7 @@ import click
 import psycopg
 
 from . import _config, _db, _migrate
-from ._errors import PyrecallError
+from ._errors import PyrecallError, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # sentence-transformers draws a progress bar while it loads a model: not for our users
@@ -29,12 +29,9 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # ---------------------------------------------------------------- shared pieces
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
-        text = exc.diag.message_primary
-    else:
-        text = str(exc)
-    lines = [x for x in text.strip().splitlines() if x.strip()]
-    line = lines[0] if lines else type(exc).__name__
+    """The error in one line (:func:`pyrecall._errors.one_line`), with a hint for writes to a
+    read-only server."""
+    line = one_line(exc)
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) or "in a read-only transaction" in line:
         # a hot standby (or a read-only default): reads work, writes must go to the primary
         line += (" (this server is read-only: a hot standby, or default_transaction_read_only is on;"
@@ -48,7 +45,7 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (PyrecallError, psycopg.Error, LookupError) as exc:
+        except (PyrecallError, psycopg.Error) as exc:
             raise click.ClickException(_error_text(exc)) from None
     return wrapper
 
@@ -527,7 +524,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
                               exclude_session_id=exclude_session, filter=filter_,
                               kinds=list(kinds) or None, **options)
             mode = "hybrid"
-        infos = _render.session_infos(r.conn, [m.session_id for m in result.memories])
+        infos = r.session_infos(m.session_id for m in result.memories)
     finally:
         r.close()
 
@@ -575,8 +572,6 @@ def _hook_scope(project, branch, exclude_session):
 
 def _run_sync(dsn, agent, as_json, call):
     """Run index or sync with a progress bar on a terminal, then print the summary."""
-    from . import _sync
-
     console = _stderr_console()
     show = console.is_terminal and not as_json
     r = _client(dsn)
@@ -584,11 +579,11 @@ def _run_sync(dsn, agent, as_json, call):
         if show:
             with _progress_bar(console) as bar:
                 task = bar.add_task("reading", total=None)
-                report = call(_sync, r.conn, on_start=lambda n: bar.update(task, total=n),
+                report = call(r, on_start=lambda n: bar.update(task, total=n),
                               progress=lambda path, res: bar.update(
                                   task, advance=1, description=_shorten_path(path)))
         else:
-            report = call(_sync, r.conn, on_start=None, progress=None)
+            report = call(r, on_start=None, progress=None)
     finally:
         r.close()
     if as_json:
@@ -648,8 +643,7 @@ def import_(paths, agent, full, as_json, dsn):
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall import export.json chats/ --agent support-bot
     """
-    _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.index(
-        conn, paths, agent_id=agent, full=full, **kw))
+    _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw))
 
 
 # `pyrecall index`: the importer's first name, kept working (hidden: "index" also names the
@@ -678,8 +672,7 @@ def sync(paths, agent, as_json, dsn):
       pyrecall sync
       pyrecall sync && pyrecall embed      # e.g. from cron, or a Claude Code Stop hook
     """
-    _run_sync(dsn, agent, as_json, lambda s, conn, **kw: s.sync(
-        conn, list(paths) or None, agent_id=agent, **kw))
+    _run_sync(dsn, agent, as_json, lambda r, **kw: r.sync(list(paths) or None, agent_id=agent, **kw))
 
 
 # ---------------------------------------------------------------- embed / worker
@@ -877,11 +870,9 @@ def summarize(agent, llm, everything, as_json, dsn):
       pyrecall summarize
       pyrecall summarize --summarize-with openai/gpt-4o-mini
     """
-    from . import _summarize
-
     r = _client(dsn)
     try:
-        report = _summarize.summarize(r.conn, agent_id=agent, model=llm, only_stale=not everything)
+        report = r.summarize(agent_id=agent, model=llm, only_stale=not everything)
     finally:
         r.close()
     if as_json:
@@ -919,12 +910,9 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
       pyrecall sessions --since 7d
       pyrecall sessions --source-agent codex
     """
-    from . import _render
-
     r = _client(dsn)
     try:
-        rows = _render.list_sessions(r.conn, agent, project=project, since=since, limit=limit,
-                                     source_agent=source_agent)
+        rows = r.sessions(agent, project=project, since=since, limit=limit, source_agent=source_agent)
     finally:
         r.close()
     if as_json:
@@ -983,15 +971,13 @@ def show(session, agent, full, as_json, dsn):
     Example:
       pyrecall show 6279b780
     """
-    from . import _render
-
     r = _client(dsn)
     try:
-        info, messages = _render.session_messages(r.conn, agent, session)
+        info = r.show(agent, session)
     finally:
         r.close()
     if as_json:
-        click.echo(json.dumps({**info, "messages": messages}, indent=2, default=str))
+        click.echo(json.dumps(info, indent=2, default=str))
         return
     head = info["title"] or info["session_id"]
     click.echo(f"# {head}")
@@ -999,7 +985,7 @@ def show(session, agent, full, as_json, dsn):
                                       f"{info['started_at']:%Y-%m-%d %H:%M}") if x))
     if info.get("summary"):
         click.echo(f"\nsummary: {info['summary']}")
-    for m in messages:
+    for m in info["messages"]:
         text = m["content"] if full or len(m["content"]) <= 2000 else m["content"][:2000] + " …"
         flag = " (error)" if (m["metadata"] or {}).get("is_error") else ""
         click.echo(f"\n[{m['seq']}] {m['role']} · {m['kind']}{flag} · {m['created_at']:%H:%M:%S}")
@@ -1155,12 +1141,10 @@ def forget(session, memory_id, everything, agent, yes, dsn):
         if not sys.stdin.isatty():
             raise click.UsageError("--all deletes everything of the agent: add --yes to confirm")
         click.confirm(f"Forget everything of agent {agent!r}?", abort=True, err=True)
-    from . import _render
-
     r = _client(dsn)
     try:
         if session:
-            session = _render.resolve_session(r.conn, agent, session)
+            session = r.resolve_session(agent, session)
         n = r.forget(agent_id=agent, session_id=session)
     finally:
         r.close()
@@ -1194,8 +1178,7 @@ def mark(chunk_id, importance, reset, agent, as_json, dsn):
     r = _client(dsn)
     try:
         previous = r.set_importance(agent, chunk_id, None if reset else importance)
-        now = r.conn.execute("select importance from recall.chunks where chunk_id = %s",
-                             [chunk_id]).fetchone()[0]
+        now = r.importance(agent, chunk_id)
     finally:
         r.close()
     if as_json:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
@@ -22,13 +24,19 @@ from . import _config, _db, _ingest, _migrate
 from ._embed import Embedder, get_embedder
 from ._errors import (
     ConfigError,
+    DatabaseError,
     EmbeddingError,
     MissingDependencyError,
     NotFoundError,
-    PyrecallError,
+    one_line,
 )
+from ._text import clean_text
 from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
+
+if TYPE_CHECKING:
+    from ._summarize import SummaryReport
+    from ._sync import FileResult, SyncReport
 
 log = logging.getLogger("pyrecall")
 
@@ -88,6 +96,72 @@ class CuratedMemory:
         return self.metadata.get("project")
 
 
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session's title, project, branch, start, turns and time span (``Recall.session_infos``)."""
+
+    session_id: str
+    title: str | None
+    project: str | None
+    branch: str | None
+    started_at: datetime | None
+    turns: int | None = None             # as `pyrecall sessions` counts them
+    span_seconds: float | None = None    # first to last message
+
+
+# turns: a conversation's turns start at the user's text messages (as the chunker pairs them);
+# in a chat between people (chunking = window) every text message is one. span: first to last
+# message, in seconds.
+SESSION_INFOS_SQL = """
+select s.session_id, s.title, s.project, s.branch, s.started_at, m.turns,
+       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
+                          - coalesce(m.first_at, s.started_at))::float8
+from recall.sessions s cross join lateral (
+  select count(*) filter (where x.kind = 'text' and (x.role = 'user'
+                          or s.metadata->>'chunking' = 'window')) as turns,
+         min(x.created_at) as first_at, max(x.created_at) as last_at
+  from recall.messages x where x.session_id = s.session_id) m
+where s.session_id = any(%s)
+"""
+
+SESSIONS_SQL = """
+select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' as source_agent,
+       s.started_at, s.ended_at,
+       m.messages, m.turns,
+       extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
+                          - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
+       (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
+       (select count(*) from recall.chunks c
+         where c.session_id = s.session_id and c.embedding is null) as pending,
+       s.summary
+from (select * from recall.sessions s
+      where s.agent_id = %(agent)s
+        and (%(project)s::text is null or s.project = %(project)s)
+        and (%(source_agent)s::text is null or s.metadata->>'source_agent' = %(source_agent)s)
+        and (%(since)s::timestamptz is null or coalesce(s.ended_at, s.started_at) >= %(since)s)
+      order by coalesce(s.ended_at, s.started_at) desc, s.session_id
+      limit %(limit)s) s
+cross join lateral (
+  select count(*) as messages,
+         count(*) filter (where x.kind = 'text'
+                            and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
+         min(x.created_at) as first_at, max(x.created_at) as last_at
+  from recall.messages x
+  where x.session_id = s.session_id) m
+order by coalesce(s.ended_at, s.started_at) desc, s.session_id
+"""
+
+SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, started_at, ended_at, "
+                    "summary, summary_model, metadata from recall.sessions where session_id = %s")
+SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
+                     "where session_id = %s order by seq")
+
+
+def _dicts(cur) -> list[dict]:
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 @dataclass
 class RecallResult:
     """What a recall returned, and how: ``source`` is "hybrid" (meaning + keywords) or
@@ -116,7 +190,7 @@ class RecallResult:
 def _text(value):
     """Text as stored: without NUL or lone surrogates, as ingestion cleans it (else a value
     stored cleaned could not be asked for, and PostgreSQL refuses NUL outright)."""
-    return _ingest.clean_text(value) if isinstance(value, str) else value
+    return clean_text(value) if isinstance(value, str) else value
 
 
 def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int | None,
@@ -216,6 +290,8 @@ def _remember_args(agent_id: str, content: str, kind: str, importance: float | N
     return {k: v for k, v in args.items() if v is not None}
 
 
+IMPORTANCE_SQL = "select importance from recall.chunks where chunk_id = %s and agent_id = %s"
+
 MEMORIES_SQL = ("select * from recall.memories(agent_id => %(agent_id)s, project => %(project)s, "
                 "kind => %(kind)s, include_superseded => %(include_superseded)s, "
                 "pinned_only => %(pinned_only)s, max_rows => %(max_rows)s::int)")
@@ -270,8 +346,7 @@ def _log_params(function: str, agent_id: str, ms: float, rows: list, query: str 
 
 
 def _log_failed(exc: Exception) -> None:
-    lines = str(exc).strip().splitlines()
-    log.warning("recall log: row not written (%s)", lines[0] if lines else type(exc).__name__)
+    log.warning("recall log: row not written (%s)", one_line(exc))
 
 
 class Recall:
@@ -470,6 +545,11 @@ class Recall:
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
 
+    def importance(self, agent_id: str, chunk_id: int) -> float | None:
+        """The importance (0..1) of one of the agent's chunks now; None when it has no such chunk."""
+        row = self.conn.execute(IMPORTANCE_SQL, [chunk_id, _text(agent_id)]).fetchone()
+        return row[0] if row else None
+
     def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """Pin (or, with ``pinned=False``, unpin) a memory: pinned ones open auto_context."""
         args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
@@ -485,6 +565,89 @@ class Recall:
         the project and of no project."""
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
+
+    # -- import transcripts, summarize
+    def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,
+                progress: Callable[[Path, FileResult], None] | None = None,
+                on_start: Callable[[int], None] | None = None) -> SyncReport:
+        """Import transcript files, and every .jsonl/.json file under the folders named (the
+        format of each is detected); the folders are remembered for :meth:`sync`. Unchanged
+        files are skipped; ``full`` re-reads every file from its start. ``on_start(n)`` is told
+        how many files there are, ``progress(path, result)`` is called after each. (``import``
+        is a Python keyword, hence the underscore.)
+
+        >>> r.import_(["~/.claude/projects"], agent_id="aria").inserted  # doctest: +SKIP
+        101
+        """
+        from . import _sync
+
+        return _sync.index(self.conn, paths, agent_id=agent_id, full=full, progress=progress,
+                           on_start=on_start)
+
+    def sync(self, paths: Iterable[str | os.PathLike] | None = None, *, agent_id: str,
+             progress: Callable[[Path, FileResult], None] | None = None,
+             on_start: Callable[[int], None] | None = None) -> SyncReport:
+        """Import only what changed since the last run: new files, appended lines, rewritten
+        files. Without ``paths``: what the agent imported before, else where Claude Code, Codex
+        CLI and Gemini CLI keep their sessions."""
+        from . import _sync
+
+        return _sync.sync(self.conn, paths, agent_id=agent_id, progress=progress,
+                          on_start=on_start)
+
+    def summarize(self, *, agent_id: str | None = None, model: str | None = None,
+                  only_stale: bool = True, max_chars: int = 1200) -> SummaryReport:
+        """Summarize the sessions changed since their last summary (every one with
+        ``only_stale=False``; every agent's without ``agent_id``): extractively in the
+        database (recall.summarize_sessions), then, with ``model``, written by that chat model."""
+        from . import _summarize
+
+        return _summarize.summarize(self.conn, agent_id=agent_id, model=model,
+                                    only_stale=only_stale, max_chars=max_chars)
+
+    # -- sessions
+    def sessions(self, agent_id: str, *, project: str | None = None,
+                 since: datetime | None = None, limit: int = 50,
+                 source_agent: str | None = None) -> list[dict]:
+        """The agent's sessions, newest first, with their message, turn, chunk and pending
+        counts and their time span (first to last message, in seconds); ``source_agent``: only
+        the sessions that coding agent wrote (claude-code, codex, gemini)."""
+        return _dicts(self.conn.execute(SESSIONS_SQL, {
+            "agent": agent_id, "project": project, "since": since, "limit": limit,
+            "source_agent": source_agent}))
+
+    def resolve_session(self, agent_id: str, session_id: str) -> str:
+        """The full id of the agent's session named by its id or a unique prefix of it (at
+        least 4 characters, as ``pyrecall sessions`` shows them); NotFoundError otherwise."""
+        exact = self.conn.execute("select 1 from recall.sessions where session_id = %s and agent_id = %s",
+                                  [session_id, agent_id]).fetchone()
+        if exact:
+            return session_id
+        like = session_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self.conn.execute("select session_id from recall.sessions where agent_id = %s "
+                                 "and session_id like %s order by session_id limit 3",
+                                 [agent_id, like]).fetchall()
+        if len(rows) == 1 and len(session_id) >= 4:
+            return rows[0][0]
+        if len(rows) > 1:
+            raise NotFoundError(f"session {session_id!r} is ambiguous for agent {agent_id!r}: "
+                                f"{', '.join(r[0] for r in rows[:2])}, ...")
+        raise NotFoundError(f"no session {session_id!r} for agent {agent_id!r}")
+
+    def show(self, agent_id: str, session_id: str) -> dict:
+        """One session (by id or unique prefix) with its messages in order, under
+        ``"messages"``; NotFoundError when the agent has no such session."""
+        session_id = self.resolve_session(agent_id, session_id)
+        session = _dicts(self.conn.execute(SHOW_SESSION_SQL, [session_id]))[0]
+        return {**session, "messages": _dicts(self.conn.execute(SHOW_MESSAGES_SQL, [session_id]))}
+
+    def session_infos(self, session_ids: Iterable[str]) -> dict[str, SessionInfo]:
+        """Title, project, branch, start, turns and time span of the sessions named (the
+        labels of recall results)."""
+        ids = sorted(set(session_ids))
+        if not ids:
+            return {}
+        return {r[0]: SessionInfo(*r) for r in self.conn.execute(SESSION_INFOS_SQL, [ids]).fetchall()}
 
     # -- forget
     def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
@@ -519,7 +682,7 @@ class AsyncRecall:
         try:
             conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise PyrecallError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
         await register_vector_async(conn)
         return cls(conn, **kwargs)
 
@@ -680,6 +843,11 @@ class AsyncRecall:
             raise _not_found(exc) from None
         return (await cur.fetchone())[0]
 
+    async def importance(self, agent_id: str, chunk_id: int) -> float | None:
+        """See :meth:`Recall.importance`."""
+        _, rows = await self._fetch(IMPORTANCE_SQL, [chunk_id, _text(agent_id)])
+        return rows[0][0] if rows else None
+
     async def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """See :meth:`Recall.pin_memory`."""
         args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
@@ -695,6 +863,56 @@ class AsyncRecall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         cur = await self.conn.execute(MEMORIES_SQL, args)
         return [CuratedMemory(*row) for row in await cur.fetchall()]
+
+    # -- import transcripts, summarize (on a worker thread: they commit file by file)
+    async def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,
+                      progress: Callable[[Path, FileResult], None] | None = None,
+                      on_start: Callable[[int], None] | None = None) -> SyncReport:
+        """See :meth:`Recall.import_`."""
+        return await self._in_thread("import_", list(paths), agent_id=agent_id, full=full,
+                                     progress=progress, on_start=on_start)
+
+    async def sync(self, paths: Iterable[str | os.PathLike] | None = None, *, agent_id: str,
+                   progress: Callable[[Path, FileResult], None] | None = None,
+                   on_start: Callable[[int], None] | None = None) -> SyncReport:
+        """See :meth:`Recall.sync`."""
+        return await self._in_thread("sync", None if paths is None else list(paths),
+                                     agent_id=agent_id, progress=progress, on_start=on_start)
+
+    async def summarize(self, *, agent_id: str | None = None, model: str | None = None,
+                        only_stale: bool = True, max_chars: int = 1200) -> SummaryReport:
+        """See :meth:`Recall.summarize`."""
+        return await self._in_thread("summarize", agent_id=agent_id, model=model,
+                                     only_stale=only_stale, max_chars=max_chars)
+
+    # -- sessions
+    async def sessions(self, agent_id: str, *, project: str | None = None,
+                       since: datetime | None = None, limit: int = 50,
+                       source_agent: str | None = None) -> list[dict]:
+        """See :meth:`Recall.sessions`."""
+        return _dicts(_Fetched(*await self._fetch(SESSIONS_SQL, {
+            "agent": agent_id, "project": project, "since": since, "limit": limit,
+            "source_agent": source_agent})))
+
+    async def resolve_session(self, agent_id: str, session_id: str) -> str:
+        """See :meth:`Recall.resolve_session`."""
+        return await self._in_thread("resolve_session", agent_id, session_id)
+
+    async def show(self, agent_id: str, session_id: str) -> dict:
+        """See :meth:`Recall.show`."""
+        return await self._in_thread("show", agent_id, session_id)
+
+    async def session_infos(self, session_ids: Iterable[str]) -> dict[str, SessionInfo]:
+        """See :meth:`Recall.session_infos`."""
+        ids = sorted(set(session_ids))
+        if not ids:
+            return {}
+        _, rows = await self._fetch(SESSION_INFOS_SQL, [ids])
+        return {r[0]: SessionInfo(*r) for r in rows}
+
+    async def _fetch(self, query: str, params) -> tuple[list, list]:
+        cur = await self.conn.execute(query, params)
+        return cur.description, await cur.fetchall()
 
     # -- forget
     async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from pyrecall import ConfigError
 from pyrecall.bench import latency, locomo
 from pyrecall.bench.locomo import _connect
 from pyrecall.cli import main
@@ -89,7 +90,7 @@ def test_agent_sizes_are_zipf_and_sum():
 def test_parse_sizes():
     assert latency.parse_sizes("100x2, 20,5x1") == [100, 100, 20, 5]
     for bad in ("", "x3", "10x0", "ten"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ConfigError):
             latency.parse_sizes(bad)
 
 
@@ -112,7 +113,7 @@ def test_topic_vectors_are_mixtures_and_queries_sit_away():
     assert asked < stored and gap < 0.01
     c_stored, c_asked, _ = shape("cluster")
     assert c_stored > stored + 0.2 and c_asked > asked + 0.2
-    with pytest.raises(ValueError, match="vectors must be one of"):
+    with pytest.raises(ConfigError, match="vectors must be one of"):
         latency.Synth(1, "clusters")
 
 
@@ -225,7 +226,7 @@ def test_turn_pair_chunking_and_a_bad_chunking():
         "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi"}]}}
     assert locomo.conversation_sessions(sample, "c")[0].metadata["chunking"] == "window"
     assert "chunking" not in locomo.conversation_sessions(sample, "c", chunking="turn_pair")[0].metadata
-    with pytest.raises(ValueError, match="chunking must be one of window, turn_pair, got 'x'"):
+    with pytest.raises(ConfigError, match="chunking must be one of window, turn_pair, got 'x'"):
         locomo.conversation_sessions(sample, "c", chunking="x")
 
 
@@ -529,3 +530,19 @@ def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_ur
     assert 35 <= per_session <= 70
     assert kinds == ["code", "message", "thinking", "tool", "turn_pair"]
     assert projects >= 2
+
+
+def test_bench_index_small(server_url):
+    """`bench index`, small: one generated session imported, embedded with the local model,
+    the raw model beside it, cold recalls in new processes; the report has its shape."""
+    result = CliRunner().invoke(main, ["bench", "index", "--sessions", "1", "--sample", "64",
+                                       "--runs", "1", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sessions"] == 1 and report["chunks"] == report["embedded"] > 30
+    assert report["bulk_backend"] == "SentenceTransformer" and report["vacuumed"] is False
+    for key in ("pipeline_chunks_per_s", "raw_bulk_chunks_per_s", "raw_onnx_chunks_per_s",
+                "pipeline_chunks_per_cpu_s", "p95_ms_without_vacuum", "p95_ms_later"):
+        assert report[key] > 0, key
+    for run in ("cold_recall", "cold_auto_hook", "cold_help"):
+        assert len(report[run]["runs_s"]) == 1 and report[run]["median_s"] > 0

@@ -12,10 +12,10 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import drop_database, new_database
+from fake_embedder import FakeEmbedder
 
 from pyrecall import EmbeddingError, _worker
 from pyrecall import cli as cli_module
@@ -67,27 +67,6 @@ def shop_url(server_url, template_url):
 @pytest.fixture
 def shop(shop_url, local_model, monkeypatch):
     return runner(shop_url, monkeypatch)
-
-
-class FakeVectors:
-    """A deterministic embedder standing in for the configured one (fast; any dimension)."""
-
-    def __init__(self, model=None, dim=384):
-        self.model, self._dim = "fake/hash", dim
-
-    @property
-    def dim(self):
-        return self._dim
-
-    def embed(self, texts):
-        out = []
-        for t in texts:
-            v = np.random.default_rng(abs(hash(t)) % 2**32).normal(size=self._dim).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return out
-
-    def count_tokens(self, text):
-        return len(text.split())
 
 
 # ---------------------------------------------------------------- recall
@@ -148,7 +127,7 @@ def test_recall_nothing_found(shop):
 
 
 def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
-    class Down(FakeVectors):
+    class Down(FakeEmbedder):
         def embed(self, texts):
             raise EmbeddingError("provider unreachable")
     monkeypatch.setattr(cli_module, "_embedder", lambda model=None: Down())
@@ -274,7 +253,7 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
     import psycopg
 
     run("index", FIXTURES / "reports.jsonl")
-    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeVectors(dim=8))
+    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeEmbedder(dim=8))
 
     refused = run("embed", "--reembed", "--model", "fake/hash", input="n\n")
     assert refused.exit_code == 1
@@ -289,7 +268,7 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
 
 def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
     run("index", FIXTURES / "reports.jsonl")
-    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeVectors())
+    monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeEmbedder())
     real = _worker.listen_loop
 
     def loop(connect, make_worker, **kw):

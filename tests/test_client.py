@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pyrecall import ConfigError
+from pyrecall import ConfigError, NotFoundError
 from pyrecall._embed import get_embedder
 from pyrecall.client import AsyncRecall, Memory, Recall
 
@@ -120,11 +120,16 @@ def test_async_twin_writes_embeds_and_forgets(db_url, local_embedder):
                 {"role": "assistant", "content": "noted: connect the VPN, then deploy to staging"}])
             embedded = await r.embed_pending(agent_id="twin")
             by_session = await r.session_recall("twin", "what must be up before deploying?", k=2)
+            listed = [(s["session_id"], s["messages"]) for s in await r.sessions("twin")]
+            shown = await r.show("twin", "tw-1")
+            infos = await r.session_infos(["tw-1"])
             gone = await r.forget(agent_id="twin", session_id="tw-1")
             after = await r.recall("twin", "VPN staging deploy")
-            return report, embedded, by_session, gone, after
+            return report, embedded, by_session, gone, after, (listed, shown, infos)
 
-    report, embedded, by_session, gone, after = asyncio.run(go())
+    report, embedded, by_session, gone, after, (listed, shown, infos) = asyncio.run(go())
+    assert listed == [("tw-1", 2)] and len(shown["messages"]) == 2
+    assert shown["title"] == infos["tw-1"].title == "the twin"
     assert (report.messages, report.inserted) == (2, 2)
     assert embedded.embedded >= 1
     assert by_session.source == "hybrid" and by_session[0].session_id == "tw-1"
@@ -136,3 +141,27 @@ def test_forget_session_and_agent(client):
     assert client.conn.execute("select count(*) from recall.chunks where session_id = 'food'").fetchone()[0] == 0
     assert client.forget(agent_id="aria") == 2
     assert client.conn.execute("select count(*) from recall.messages").fetchone()[0] == 0
+
+
+def test_the_client_imports_syncs_summarizes_and_lists_what_the_cli_shows(client, tmp_path):
+    """import_/sync/summarize/sessions/show: the methods behind the CLI commands of those names."""
+    transcript = tmp_path / "chat.jsonl"
+    transcript.write_text('{"role": "user", "content": "Where do the nightly backups go?"}\n'
+                          '{"role": "assistant", "content": "To the s3 bucket acme-backups."}\n')
+    imported = client.import_([tmp_path], agent_id="aria")
+    assert (imported.inserted, imported.count("new")) == (2, 1)
+    assert client.sync(agent_id="aria").count("unchanged") == 1      # the folder was remembered
+    assert client.summarize(agent_id="aria").extractive == 0         # nothing embedded yet
+    listed = {s["session_id"]: s for s in client.sessions("aria")}
+    assert {"deploy", "auth", "food"} < set(listed)
+    assert (listed["auth"]["messages"], listed["auth"]["turns"], listed["auth"]["pending"]) == (2, 1, 1)
+    shown = client.show("aria", "auth")
+    assert [(m["seq"], m["role"]) for m in shown["messages"]] == [(1, "user"), (2, "assistant")]
+    assert shown["project"] == "acme-api" and client.resolve_session("aria", "depl") == "deploy"
+    assert client.session_infos(["auth", "auth"])["auth"].turns == 1
+    with pytest.raises(NotFoundError, match="no session 'nope' for agent 'aria'"):
+        client.show("aria", "nope")
+    with pytest.raises(NotFoundError, match="no session 'dep' for agent 'aria'"):
+        client.resolve_session("aria", "dep")                         # a prefix of 4 at least
+    with pytest.raises(NotFoundError, match="no session 'auth' for agent 'bob'"):
+        client.resolve_session("bob", "auth")

@@ -151,9 +151,9 @@ def test_local_aembed_equals_embed(local):
 @pytest.mark.parametrize(
     ("texts", "error", "message"),
     [
-        ([""], ValueError, "texts[0] is empty or whitespace only"),
-        (["ok", " \n\t"], ValueError, "texts[1] is empty or whitespace only"),
-        (["\x00 "], ValueError, "texts[0] is empty or whitespace only"),
+        ([""], ConfigError, "texts[0] is empty or whitespace only"),
+        (["ok", " \n\t"], ConfigError, "texts[1] is empty or whitespace only"),
+        (["\x00 "], ConfigError, "texts[0] is empty or whitespace only"),
         (["ok", None], TypeError, "texts[1] is NoneType, not str"),
         ("a str", TypeError, "texts must be a list of strings, not a str"),
     ],

@@ -507,7 +507,7 @@ def test_client_bad_message_in_a_batch_writes_nothing(client):
     assert client.add_messages("c-1", [{"role": "user", "content": "tiny", "importance": 6.3e-201}]).inserted == 1
     # NUL and lone surrogates are cleaned the same way on the way in and on the way out
     client.add_messages("c-1", [{"role": "user", "content": "tab\x00le of \ud800 zebras"}])
-    assert [m.content for m in client.recall("cli", "tab\x00le zebras", k=1)] == ["User: table of ? zebras"]
+    assert [m.content for m in client.recall("cli", "tab\x00le zebras", k=1)] == ["User: table of \ufffd zebras"]
 
 
 class BrokenVectors(FakeEmbedder):
@@ -531,8 +531,8 @@ def test_async_client_is_idempotent_and_all_or_nothing(db_url):
     async def main():
         async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder()) as r:
             msgs = [{"role": "user", "content": "question \x00 one"}, {"role": "assistant", "content": "answer"}]
-            assert await r.add_messages("as-1", msgs, agent_id="async") == 2
-            assert await r.add_messages("as-1", msgs, agent_id="async") == 0      # again: nothing new
+            assert (await r.add_messages("as-1", msgs, agent_id="async")).inserted == 2
+            assert (await r.add_messages("as-1", msgs, agent_id="async")).inserted == 0  # again: nothing new
             with pytest.raises(psycopg.errors.CheckViolation):
                 await r.add_messages("as-1", [{"role": "user", "content": "new"}, {"role": "x", "content": "y"}],
                                      agent_id="async")

@@ -75,7 +75,7 @@ def test_two_concurrent_workers_embed_each_chunk_once(db_url, conn):
 def test_worker_killed_mid_batch_loses_nothing(db_url, conn):
     seed(conn, 400)
     proc = subprocess.Popen([sys.executable, str(HERE / "worker_proc.py"), db_url, "0.2"],
-                            env={**os.environ, "PYTHONPATH": str(HERE)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])})
     deadline = time.time() + 60
     while time.time() < deadline:   # let it write a few batches, then kill it mid-batch
         done = conn.execute("select count(*) from recall.chunks where embedding is not null").fetchone()[0]

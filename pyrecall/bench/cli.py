@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import click
 import psycopg
 
-from .._errors import PyrecallError
+from .._errors import PyrecallError, one_line
 
 
 def _handle_errors(fn):
@@ -25,7 +25,7 @@ def _handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except (PyrecallError, psycopg.Error, OSError, ValueError) as exc:
-            raise click.ClickException(str(exc).strip()) from None
+            raise click.ClickException(one_line(exc)) from None
     return wrapper
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from .._errors import ConfigError
 from .._ingest import ingest
 from ..importers._records import Message, Session
 
@@ -65,7 +66,7 @@ def agent_sizes(n_chunks: int, n_agents: int, s: float = 1.0, min_size: int = 10
     (20000, True)
     """
     if n_agents < 1 or n_chunks < n_agents * min_size:
-        raise ValueError(f"need at least {min_size} chunks per agent ({n_agents} agents)")
+        raise ConfigError(f"need at least {min_size} chunks per agent ({n_agents} agents)")
     weights = np.array([1 / (r ** s) for r in range(1, n_agents + 1)])
     sizes = np.maximum(min_size, np.floor(weights / weights.sum() * n_chunks)).astype(int)
     sizes[0] += n_chunks - sizes.sum()
@@ -92,7 +93,7 @@ class Synth:
 
     def __init__(self, seed: int = 7, vectors: str = "cluster"):
         if vectors not in VECTOR_KINDS:
-            raise ValueError(f"vectors must be one of {', '.join(VECTOR_KINDS)}, got {vectors!r}")
+            raise ConfigError(f"vectors must be one of {', '.join(VECTOR_KINDS)}, got {vectors!r}")
         self.kind = vectors
         self.rng = np.random.default_rng(seed)
         rng = np.random.default_rng(seed + 1)
@@ -262,7 +263,7 @@ def load(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *, batch_m
                 advance(n)
     else:
         if connect is None:
-            raise ValueError("jobs > 1 needs connect, to open one connection per job")
+            raise ConfigError("jobs > 1 needs connect, to open one connection per job")
         # wall time, generating the data included (it overlaps the ingest)
         n_messages, spent = _load_parallel(batches(), ingest_batch, jobs, connect, advance)
     return {"messages": n_messages, "ingest_s": round(spent, 2), "jobs": max(jobs, 1),
@@ -571,12 +572,12 @@ def parse_sizes(text: str) -> list[int]:
         try:
             n, k = int(size), int(times if x else 1)
         except ValueError:
-            raise ValueError(f"expected sizes like 100000x1,5000x10, got {part!r}") from None
+            raise ConfigError(f"expected sizes like 100000x1,5000x10, got {part!r}") from None
         if n < 1 or k < 1:
-            raise ValueError(f"sizes and counts must be positive, got {part!r}")
+            raise ConfigError(f"sizes and counts must be positive, got {part!r}")
         sizes += [n] * k
     if not sizes:
-        raise ValueError("no agent sizes given")
+        raise ConfigError("no agent sizes given")
     return sizes
 
 

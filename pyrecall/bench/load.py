@@ -27,7 +27,6 @@ embeddings are counted against what it reported: a lost or doubled write is an e
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import platform
@@ -49,31 +48,11 @@ from .._ingest import ingest
 from .._worker import Worker
 from ..importers._records import Message, Session
 from . import latency
+from .fake_embedder import FakeEmbedder
 
 IMPORTER = "load-importer"
 HYBRID = """select chunk_id, score, cumulative_tokens from recall.hybrid_recall(
               agent_id => %s, query_text => %s, query_embedding => %s, k => 10, token_budget => 2000)"""
-
-
-class HashEmbedder:
-    """Deterministic unit vectors from a hash of the text: the worker's load without a model."""
-
-    model = "load/hash"
-    dim = latency.DIM
-
-    def embed(self, texts: list[str]) -> list[np.ndarray]:
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=8).digest(), "little")
-            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return out
-
-    async def aembed(self, texts):
-        return self.embed(texts)
-
-    def count_tokens(self, text: str) -> int:
-        return max(1, len(text.split()))
 
 
 def _pct(values: list[float], p: float) -> float | None:
@@ -203,7 +182,7 @@ class Embedding(threading.Thread):
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 register_vector(conn)
-                worker = Worker(conn, HashEmbedder(), batch_size=64, agent=IMPORTER)
+                worker = Worker(conn, FakeEmbedder(model="load/hash", dim=latency.DIM, record=False), batch_size=64, agent=IMPORTER)
                 while not self.stop.is_set():
                     report = worker.run()
                     self.embedded += report.embedded
@@ -259,7 +238,7 @@ def phase(url: str, n_clients: int, seconds: float, queries, *, import_rate: flo
     # of its chunks exists and carries exactly one embedding
     with psycopg.connect(url, autocommit=True) as c:
         register_vector(c)
-        drained = Worker(c, HashEmbedder(), batch_size=256, agent=IMPORTER).run()
+        drained = Worker(c, FakeEmbedder(model="load/hash", dim=latency.DIM, record=False), batch_size=256, agent=IMPORTER).run()
         msgs, dup, chunks, embedded, pending = c.execute(
             """select (select count(*) from recall.messages where agent_id = %(a)s),
                       (select count(*) - count(distinct (session_id, external_id)) from recall.messages

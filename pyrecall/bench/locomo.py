@@ -103,7 +103,7 @@ def conversation_sessions(sample: dict, agent_id: str, name: str | None = None,
     (``name`` defaults to agent_id). ``chunking``: "window" (a chat: overlapping windows of
     turns, as every chat import is) or "turn_pair" (the default chunking of agent sessions)."""
     if chunking not in CHUNKINGS:
-        raise ValueError(f"chunking must be one of {', '.join(CHUNKINGS)}, got {chunking!r}")
+        raise ConfigError(f"chunking must be one of {', '.join(CHUNKINGS)}, got {chunking!r}")
     conv = sample["conversation"]
     sessions = []
     for n in _session_numbers(conv):
@@ -270,7 +270,7 @@ def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
     """The SQL call of one method; with ``budget``, also the token_budget argument and the
     n_tokens column (what a context at a budget is judged on)."""
     if method.function not in FUNCTIONS:
-        raise ValueError(f"unknown recall function {method.function!r}")
+        raise ConfigError(f"unknown recall function {method.function!r}")
     names = ["agent_id", "query_text", "query_embedding", "k", "as_of", *method.options]
     if budget:
         names.append("token_budget")

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ImportFormatError
+from .._text import clean_text
 from ._records import Problem
 
 # strict=False accepts raw control characters inside strings: better to keep such a line
 # than to lose it for a tab its writer forgot to escape.
 _DECODER = json.JSONDecoder(strict=False)
 _WS = re.compile(r"[ \t\n\r]*")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def checked(path: str | os.PathLike) -> Path:
@@ -32,17 +32,6 @@ def checked(path: str | os.PathLike) -> Path:
     if not p.is_file():
         raise ImportFormatError(f"{p}: not a file")
     return p
-
-
-def clean_text(s: str) -> str:
-    """``s`` without what PostgreSQL text refuses: NUL characters and lone surrogates."""
-    if "\x00" in s:
-        s = s.replace("\x00", "")
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:  # a lone "\ud800" escape in the JSON
-        s = _SURROGATE.sub("\ufffd", s)
-    return s
 
 
 def clean(value: Any) -> Any:
