@@ -5,6 +5,7 @@ recall.auto_context), never here."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from . import _config, _db, _ingest, _migrate
@@ -224,14 +226,25 @@ CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "
          "supersedes": "bigint", "max_rows": "int", "importance": "float8", "chunk_id": "bigint"}
 
 
+@functools.lru_cache(maxsize=512)
+def _statement(function: str, names: tuple[str, ...], scalar: bool) -> str:
+    """``select * from recall.<function>(name => %(name)s, ...)``, each argument by name and
+    cast to its CASTS type, built with psycopg.sql (a name is an identifier, never spliced
+    text); rendered once per function and argument list."""
+    args = sql.SQL(", ").join(
+        sql.SQL("{} => {}{}").format(sql.Identifier(n), sql.Placeholder(n),
+                                     sql.SQL("::" + CASTS[n]) if n in CASTS else sql.SQL(""))
+        for n in names)
+    head = sql.SQL("select {}({})" if scalar else "select * from {}({})")
+    return head.format(sql.Identifier("recall", function), args).as_string(None)
+
+
 def _call(function: str, args: dict) -> str:
-    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
-    return f"select * from recall.{function}({names})"
+    return _statement(function, tuple(args), False)
 
 
 def _call_scalar(function: str, args: dict) -> str:
-    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
-    return f"select recall.{function}({names})"
+    return _statement(function, tuple(args), True)
 
 
 def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude_session_id,
