@@ -513,3 +513,19 @@ def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_ur
     assert 35 <= per_session <= 70
     assert kinds == ["code", "message", "thinking", "tool", "turn_pair"]
     assert projects >= 2
+
+
+def test_bench_index_small(server_url):
+    """`bench index`, small: one generated session imported, embedded with the local model,
+    the raw model beside it, cold recalls in new processes; the report has its shape."""
+    result = CliRunner().invoke(main, ["bench", "index", "--sessions", "1", "--sample", "64",
+                                       "--runs", "1", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sessions"] == 1 and report["chunks"] == report["embedded"] > 30
+    assert report["bulk_backend"] == "SentenceTransformer" and report["vacuumed"] is False
+    for key in ("pipeline_chunks_per_s", "raw_bulk_chunks_per_s", "raw_onnx_chunks_per_s",
+                "pipeline_chunks_per_cpu_s", "p95_ms_without_vacuum", "p95_ms_later"):
+        assert report[key] > 0, key
+    for run in ("cold_recall", "cold_auto_hook", "cold_help"):
+        assert len(report[run]["runs_s"]) == 1 and report[run]["median_s"] > 0

@@ -104,7 +104,11 @@ def servers():
 
 
 def _caught_up(primary: psycopg.Connection, standby: psycopg.Connection) -> bool:
-    lsn = primary.execute("select pg_current_wal_lsn()").fetchone()[0]
+    # the insert position, not pg_current_wal_lsn() (the write position): with synchronous_commit
+    # off a commit record can be inserted and not yet written, and the standby then looked caught
+    # up before the migration's commit (seen once in a fresh-clone run: recall.hybrid_recall
+    # missing on the standby)
+    lsn = primary.execute("select pg_current_wal_insert_lsn()").fetchone()[0]
     return standby.execute("select pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]).fetchone()[0]
 
 

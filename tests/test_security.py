@@ -220,8 +220,10 @@ def observe(conn, calls_) -> dict[str, tuple]:
                     # idx_scan counts every query that used the index, the prober's own included
                     rows = [r[:8] + r[9:] for r in rows]
                 if key.startswith("recall.storage_stats("):
-                    # sizes on disk: the probes' rolled-back updates (summaries) grow the heap too
-                    rows = sorted(r[:4] for r in rows)
+                    # sizes on disk (the probes' rolled-back updates grow the heap too) and the
+                    # planner's row estimate (pg_class.reltuples, readable by every role in the
+                    # catalog anyway; autovacuum/ANALYZE move it between the two looks)
+                    rows = sorted(r[:3] for r in rows)
                 if key.startswith("recall.vector_search_curve("):
                     rows = [r[:-1] for r in rows]   # its last column is a time in ms
                 if key.startswith("recall.remember("):
