@@ -22,7 +22,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from . import _config, _db, _ingest, _migrate
+from . import _config, _db, _ingest, _migrate, _worker
 from ._embed import Embedder, get_embedder
 from ._errors import (
     ConfigError,
@@ -427,9 +427,35 @@ class Recall:
         """Write parsed sessions (from pyrecall.importers) in one transaction."""
         return _ingest.ingest(self.conn, sessions, agent_id=agent_id)
 
-    def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
-        """Embed every pending chunk with the configured model."""
-        return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id).run()
+    def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
+                      since: datetime | None = None, filter: dict | None = None,
+                      reembed: bool = False,
+                      progress: Callable[[int], None] | None = None) -> EmbedReport:
+        """Embed every pending chunk with the configured model, in batches claimed FOR UPDATE
+        SKIP LOCKED (safe beside a running worker). ``agent_id``, ``since``, ``filter`` (as
+        recall's): only those chunks; ``reembed``: also the chunks another model embedded;
+        ``progress(n)`` is told each batch's size."""
+        return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
+                      reembed=reembed, filter=filter, progress=progress).run()
+
+    def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
+                      filter: dict | None = None, reembed: bool = False) -> int:
+        """How many chunks :meth:`embed_pending` would embed now, with the same arguments."""
+        return _worker.count_pending(self.conn, agent=agent_id, since=since, filter=filter,
+                                     model=self.embedder.model if reembed else None)
+
+    def cleanup(self, *, agent_id: str | None = None) -> int:
+        """Remove chunks whose messages are gone (left by hand-made deletes); returns how many."""
+        return _worker.cleanup(self.conn, agent=agent_id)
+
+    def dimension(self) -> int | None:
+        """The embedding dimension this database stores (None before the first install)."""
+        return _migrate.installed_dim(self.conn)
+
+    def change_dimension(self, dim: int) -> None:
+        """Re-type the embedding columns to ``dim``: every stored embedding is deleted and the
+        vector indexes are dropped (re-create them with recall.create_vector_index)."""
+        _worker.change_dimension(self.conn, dim)
 
     # -- recall
     def _query_embedding(self, query: str | None):
@@ -757,9 +783,31 @@ class AsyncRecall:
         """See :meth:`Recall.ingest`."""
         return await self._in_thread("ingest", list(sessions), agent_id=agent_id)
 
-    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
+    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
+                            since: datetime | None = None, filter: dict | None = None,
+                            reembed: bool = False,
+                            progress: Callable[[int], None] | None = None) -> EmbedReport:
         """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
-        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id)
+        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id,
+                                     since=since, filter=filter, reembed=reembed, progress=progress)
+
+    async def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
+                            filter: dict | None = None, reembed: bool = False) -> int:
+        """See :meth:`Recall.count_pending`."""
+        return await self._in_thread("count_pending", agent_id=agent_id, since=since, filter=filter,
+                                     reembed=reembed)
+
+    async def cleanup(self, *, agent_id: str | None = None) -> int:
+        """See :meth:`Recall.cleanup`."""
+        return await self._in_thread("cleanup", agent_id=agent_id)
+
+    async def dimension(self) -> int | None:
+        """See :meth:`Recall.dimension`."""
+        return await self._in_thread("dimension")
+
+    async def change_dimension(self, dim: int) -> None:
+        """See :meth:`Recall.change_dimension`."""
+        await self._in_thread("change_dimension", dim)
 
     async def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,
                      exclude_session_id: str | None = None, filter: dict | None = None,

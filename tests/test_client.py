@@ -165,3 +165,15 @@ def test_the_client_imports_syncs_summarizes_and_lists_what_the_cli_shows(client
         client.resolve_session("aria", "dep")                         # a prefix of 4 at least
     with pytest.raises(NotFoundError, match="no session 'auth' for agent 'bob'"):
         client.resolve_session("bob", "auth")
+
+
+def test_what_pyrecall_embed_asks_the_client(client):
+    """count_pending, embed_pending with since/filter, cleanup, dimension: the calls of `pyrecall embed`."""
+    assert client.dimension() == 384
+    assert client.count_pending(agent_id="aria") == 3
+    assert client.count_pending(agent_id="aria", filter={"channel": "none"}) == 0
+    later = client.embed_pending(agent_id="aria", since=datetime(2026, 3, 2, tzinfo=UTC))
+    assert (later.embedded, client.count_pending(agent_id="aria")) == (0, 3)
+    seen = []
+    assert client.embed_pending(agent_id="aria", progress=seen.append).embedded == 3 and sum(seen) == 3
+    assert (client.count_pending(agent_id="aria"), client.cleanup(agent_id="aria")) == (0, 0)
