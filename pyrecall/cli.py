@@ -509,12 +509,12 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     r = _client(dsn, model)
     try:
         if auto:
-            result = r.auto_context(agent, project=project, branch=branch, task=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
                                     token_budget=budget, exclude_session_id=exclude_session,
                                     all_projects=all_projects, as_of=as_of)
             mode = "auto"
         elif by_session:
-            chosen = {"sessions": n_sessions} if n_sessions else {}  # else the SQL default
+            chosen = {"n_sessions": n_sessions} if n_sessions else {}  # else the SQL default
             result = r.session_recall(agent, query, k=k, token_budget=budget,
                                       exclude_session_id=exclude_session, filter=filter_,
                                       since=since, kinds=list(kinds) or None, **chosen, **options)

@@ -259,6 +259,15 @@ def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude
     return args
 
 
+def _renamed(new_name: str, new, old_name: str, old):
+    """The value of a parameter given by its name (SQL's) or by its former name."""
+    if old is None:
+        return new
+    if new is not None and new != old:
+        raise ConfigError(f"give {new_name} or {old_name} (its former name), not both")
+    return old
+
+
 def _usable(vector) -> np.ndarray | None:
     """The query vector, or None when it holds NaN/infinity or only zeros (a provider fault:
     no cosine can be computed with it)."""
@@ -510,24 +519,28 @@ class Recall:
             _log_failed(exc)
         return RecallResult(query, rows, source, note)
 
-    def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
+    def session_recall(self, agent_id: str, query: str, *, k: int = 10, n_sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
                        filter: dict | None = None, **options) -> RecallResult:
-        """Two-stage recall: the best sessions first, then the best chunks inside them."""
+        """Two-stage recall (recall.session_recall): the best ``n_sessions`` sessions first,
+        then the best chunks inside them. (``sessions=`` is the former name of ``n_sessions``.)"""
+        n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
-        if sessions is not None:
-            args["n_sessions"] = sessions
+        if n_sessions is not None:
+            args["n_sessions"] = n_sessions
         args.update(options)
         return self._logged("session_recall", args, agent_id, query, embedding, note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
-                     task: str | None = None, token_budget: int = 4000,
+                     task_text: str | None = None, token_budget: int = 4000,
                      exclude_session_id: str | None = None, all_projects: bool = False,
-                     as_of: datetime | None = None) -> RecallResult:
-        """The session-start context: pinned memories, recent work, what relates to the task
-        (in the project; agent-wide with ``all_projects``), failures to avoid."""
+                     as_of: datetime | None = None, task: str | None = None) -> RecallResult:
+        """The session-start context (recall.auto_context): pinned memories, recent work, what
+        relates to ``task_text`` (in the project; agent-wide with ``all_projects``), failures to
+        avoid. (``task=`` is the former name of ``task_text``.)"""
+        task = _renamed("task_text", task_text, "task", task)
         embedding, note = self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
@@ -843,23 +856,26 @@ class AsyncRecall:
         return RecallResult(query, rows, source, note)
 
     async def session_recall(self, agent_id: str, query: str, *, k: int = 10,
-                             sessions: int | None = None, token_budget: int | None = None,
+                             n_sessions: int | None = None, token_budget: int | None = None,
                              exclude_session_id: str | None = None, filter: dict | None = None,
                              **options) -> RecallResult:
         """See :meth:`Recall.session_recall`."""
+        n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         embedding, note = await self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
-        if sessions is not None:
-            args["n_sessions"] = sessions
+        if n_sessions is not None:
+            args["n_sessions"] = n_sessions
         args.update(options)
         return await self._logged("session_recall", args, agent_id, query, embedding, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
-                           branch: str | None = None, task: str | None = None,
+                           branch: str | None = None, task_text: str | None = None,
                            token_budget: int = 4000, exclude_session_id: str | None = None,
-                           all_projects: bool = False, as_of: datetime | None = None) -> RecallResult:
+                           all_projects: bool = False, as_of: datetime | None = None,
+                           task: str | None = None) -> RecallResult:
         """See :meth:`Recall.auto_context`."""
+        task = _renamed("task_text", task_text, "task", task)
         embedding, note = await self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
