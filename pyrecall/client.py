@@ -259,6 +259,19 @@ def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude
     return args
 
 
+# the keyword options of recall.session_recall (beside the parameters session_recall names)
+SESSION_RECALL_OPTIONS = {"kinds", "since", "until", "half_life", "as_of", "candidates",
+                          "summary_weight", "session_weight", "dedup_similarity", "vector_weight",
+                          "text_weight", "recency_weight", "importance_weight", "turns_per_session"}
+
+
+def _session_options(options: dict) -> dict:
+    unknown = set(options) - SESSION_RECALL_OPTIONS
+    if unknown:
+        raise ConfigError(f"unknown session_recall option(s): {', '.join(sorted(unknown))}")
+    return options
+
+
 def _renamed(new_name: str, new, old_name: str, old):
     """The value of a parameter given by its name (SQL's) or by its former name."""
     if old is None:
@@ -525,6 +538,7 @@ class Recall:
         """Two-stage recall (recall.session_recall): the best ``n_sessions`` sessions first,
         then the best chunks inside them. (``sessions=`` is the former name of ``n_sessions``.)"""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
+        options = _session_options(options)
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
@@ -861,6 +875,7 @@ class AsyncRecall:
                              **options) -> RecallResult:
         """See :meth:`Recall.session_recall`."""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
+        options = _session_options(options)
         embedding, note = await self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})

@@ -194,3 +194,5 @@ def test_parameters_named_as_in_sql_and_their_former_names(client):
         client.session_recall("aria", "x", n_sessions=1, sessions=2)
     with pytest.raises(ConfigError, match="give task_text or task .its former name., not both"):
         client.auto_context("aria", task_text="a", task="b")
+    with pytest.raises(ConfigError, match="unknown session_recall option.s.: weight"):
+        client.session_recall("aria", "x", weight=1)
