@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 from . import _config
 from ._errors import DatabaseError
@@ -133,7 +134,7 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
         admin_url = ep.get_server(pgdata, cleanup_mode=None).get_uri()
     with psycopg.connect(admin_url, autocommit=True) as conn:
         if not conn.execute("select 1 from pg_database where datname = %s", [DATABASE]).fetchone():
-            conn.execute(f'create database "{DATABASE}"')
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(DATABASE)))
     return _with_database(admin_url, DATABASE)
 
 
@@ -180,7 +181,7 @@ def _tune(admin_url: str, defaults: dict[str, str], forced: dict[str, str], appl
             if pending.get(name) == value:
                 restart |= name in RESTART_SETTINGS and not _same(current.get(name), value)
                 continue
-            conn.execute(f"alter system set {name} = '{value}'")
+            conn.execute(sql.SQL("alter system set {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             restart |= name in RESTART_SETTINGS
         conn.execute("select pg_reload_conf()")
     try:

@@ -169,7 +169,7 @@ def explain(conn: psycopg.Connection, query_text: str, *, agent_id: str | None =
         for name, value in {"log_min_duration": "0", "log_nested_statements": "on",
                             "log_analyze": "on", "log_buffers": "on", "log_timing": "on",
                             "log_level": "notice"}.items():
-            conn.execute(sql.SQL("set auto_explain.{} = {}").format(sql.SQL(name), sql.Literal(value)))
+            conn.execute(sql.SQL("set {} = {}").format(sql.Identifier("auto_explain", name), sql.Literal(value)))
         rows = conn.execute(
             "explain (analyze, buffers, verbose off) select * from recall.hybrid_recall("
             "agent_id => %s, query_text => %s, query_embedding => %s::vector, k => %s, token_budget => %s)",

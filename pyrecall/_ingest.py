@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from psycopg import sql
 
 from ._errors import ConfigError
 from ._text import clean_text
@@ -55,7 +56,7 @@ create temp table if not exists pyrecall_stage_messages
   created_at timestamptz, importance real, metadata jsonb ) on commit delete rows;
 """
 
-UPSERT_SESSIONS = """
+UPSERT_SESSIONS = sql.SQL("""
 insert into recall.sessions as s
   (session_id, agent_id, title, project, branch, started_at, ended_at, metadata)
 select session_id, agent_id, title, project, branch, coalesce(started_at, now()), ended_at,
@@ -70,17 +71,17 @@ on conflict (session_id) do update
     and (s.title, s.project, s.branch, s.metadata) is distinct from
         (coalesce(excluded.title, s.title), coalesce(excluded.project, s.project),
          coalesce(excluded.branch, s.branch), s.metadata || excluded.metadata)
-"""
+""")
 
-FOREIGN_SESSIONS = """
+FOREIGN_SESSIONS = sql.SQL("""
 select st.session_id, s.agent_id
 from {sessions} st
 join recall.sessions s using (session_id)
 where s.agent_id <> st.agent_id
 limit 1
-"""
+""")
 
-INSERT_MESSAGES = """
+INSERT_MESSAGES = sql.SQL("""
 insert into recall.messages
   (session_id, agent_id, external_id, role, kind, content, created_at, importance, metadata)
 select m.session_id, st.agent_id, m.external_id, m.role, m.kind, m.content,
@@ -89,7 +90,18 @@ select m.session_id, st.agent_id, m.external_id, m.role, m.kind, m.content,
 from {messages} m
 join {sessions} st using (session_id)
 order by m.ord
-"""
+""")
+
+
+def _statements(sessions: sql.Composable, messages: sql.Composable) -> tuple[str, ...]:
+    """FOREIGN_SESSIONS, UPSERT_SESSIONS and INSERT_MESSAGES reading from ``sessions`` and
+    ``messages`` (the array parameters, or the staging tables), rendered once."""
+    src = {"sessions": sessions, "messages": messages}
+    return tuple(q.format(**src).as_string(None) for q in (FOREIGN_SESSIONS, UPSERT_SESSIONS, INSERT_MESSAGES))
+
+
+FROM_ARRAYS = _statements(sql.SQL(SESSION_ARRAYS), sql.SQL(MESSAGE_ARRAYS))
+FROM_STAGE = _statements(sql.Identifier("pyrecall_stage_sessions"), sql.Identifier("pyrecall_stage_messages"))
 
 
 @dataclass
@@ -173,17 +185,17 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
                 and sum(len(m.content) for _, m, _ in rows) <= ARRAY_BATCH_MAX_CHARS):
             s_params, m_params = _session_arrays(sessions, agent_id), _message_arrays(rows)
             m_params.update(s_params)
-            src = {"sessions": SESSION_ARRAYS, "messages": MESSAGE_ARRAYS}
+            foreign, upsert, insert = FROM_ARRAYS
         else:
             _stage(cur, sessions, rows, agent_id)
             s_params = m_params = None
-            src = {"sessions": "pyrecall_stage_sessions", "messages": "pyrecall_stage_messages"}
-        clash = cur.execute(FOREIGN_SESSIONS.format(**src), s_params).fetchone()
+            foreign, upsert, insert = FROM_STAGE
+        clash = cur.execute(foreign, s_params).fetchone()
         if clash:
             raise ConfigError(f"session {clash[0]!r} already belongs to agent {clash[1]!r}; "
                               "a session keeps the agent it was first stored under")
-        cur.execute(UPSERT_SESSIONS.format(**src), s_params)
-        cur.execute(INSERT_MESSAGES.format(**src), m_params)
+        cur.execute(upsert, s_params)
+        cur.execute(insert, m_params)
         report.inserted = cur.rowcount
     return report
 

@@ -459,7 +459,7 @@ def build_server(backend: Backend) -> RecallServer:
         and branch, work related to the task, failures to avoid; as Markdown for the prompt,
         and its rows."""
         with backend.client() as r:
-            result = r.auto_context(agent, project=project, branch=branch, task=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
                                     token_budget=token_budget)
             infos = r.session_infos(m.session_id for m in result.memories)
         scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}

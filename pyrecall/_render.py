@@ -173,7 +173,7 @@ def render_context(result: RecallResult, *, heading: str = "## Relevant memory",
     order; each item labelled with its date, kind (a memory: ``fact #ID``) and session title.
     Empty when there is nothing to say. Needs no database: the rows carry their session titles.
 
-    >>> prompt = render_context(memory.auto_context("aria", project="shop", task="deploy"))
+    >>> prompt = render_context(memory.auto_context("aria", project="shop", task_text="deploy"))
     """
     infos = {}
     for m in result.memories:

@@ -19,6 +19,7 @@ from datetime import datetime
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from . import _migrate
@@ -61,62 +62,63 @@ class EmbedReport:
         return asdict(self)
 
 
-def filter_condition(filter: dict | None, column: str = "c.metadata") -> tuple[str, list]:
+def filter_condition(filter: dict | None, column: str = "c.metadata") -> tuple[sql.Composable, list]:
     """SQL for a metadata filter, as hybrid_recall v4 reads one: every key must match; a key
     matches when the chunk's metadata holds the value, or one of its messages does (a chat
     window's ``metadata.messages``); a JSON array value matches when any element does. Each
     test is a containment (``@>``) that the GIN index on metadata serves.
 
-    >>> filter_condition({"author": ["bob", "carol"]})[0].count("@>")
+    >>> filter_condition({"author": ["bob", "carol"]})[0].as_string().count("@>")
     4
     """
     if not filter:
-        return "true", []
+        return sql.SQL("true"), []
     if not isinstance(filter, dict):
         raise ConfigError(f"a filter is a JSON object of metadata keys, got {type(filter).__name__}")
+    col = sql.Identifier(*column.split("."))
+    test = sql.SQL("{col} @> %s::jsonb or {col} @> %s::jsonb").format(col=col)
     parts, params = [], []
     for key, value in filter.items():
         options = value if isinstance(value, list) else [value]
         if not options:
             raise ConfigError(f"filter {key!r}: an empty list matches nothing")
-        tests = []
         for v in options:
-            tests.append(f"{column} @> %s::jsonb or {column} @> %s::jsonb")
             params += [Jsonb({key: v}), Jsonb({"messages": [{key: v}]})]
-        parts.append("(" + " or ".join(tests) + ")")
-    return " and ".join(parts), params
+        parts.append(sql.SQL("({})").format(sql.SQL(" or ").join([test] * len(options))))
+    return sql.SQL(" and ").join(parts), params
 
 
 def _where(agent: str | None, since: datetime | None, model: str | None,
-           retry_now: bool = False, filter: dict | None = None) -> tuple[str, list]:
+           retry_now: bool = False, filter: dict | None = None) -> tuple[sql.Composable, list]:
     """The pending condition: no embedding (or, re-embedding, another model's), and not
     waiting out a backoff (retry_now: failed chunks too; empty ones never); only the chunks
     of ``agent``, since ``since``, matching ``filter`` (see filter_condition)."""
-    cond = ["(c.embed_after is null or c.embed_after <= now()"
-            + (" or c.embed_after < 'infinity')" if retry_now else ")")]
+    cond = [sql.SQL("(c.embed_after is null or c.embed_after <= now() or c.embed_after < 'infinity')"
+                    if retry_now else "(c.embed_after is null or c.embed_after <= now())")]
     params: list = []
     if model is None:
-        cond.append("c.embedding is null")
+        cond.append(sql.SQL("c.embedding is null"))
     else:
-        cond.append("(c.embedding is null or c.embedding_model is distinct from %s)")
+        cond.append(sql.SQL("(c.embedding is null or c.embedding_model is distinct from %s)"))
         params.append(model)
     if agent is not None:
-        cond.append("c.agent_id = %s")
+        cond.append(sql.SQL("c.agent_id = %s"))
         params.append(agent)
     if since is not None:
-        cond.append("c.created_at >= %s")
+        cond.append(sql.SQL("c.created_at >= %s"))
         params.append(since)
     if filter:
-        sql, values = filter_condition(filter)
-        cond.append(sql)
+        condition, values = filter_condition(filter)
+        cond.append(condition)
         params += values
-    return " and ".join(cond), params
+    return sql.SQL(" and ").join(cond), params
 
 
 def count_pending(conn: psycopg.Connection, *, agent: str | None = None, since: datetime | None = None,
                   model: str | None = None, filter: dict | None = None) -> int:
     where, params = _where(agent, since, model, filter=filter)
-    return conn.execute(f"select count(*) from recall.chunks c where {where}", params).fetchone()[0]
+    return conn.execute(sql.SQL("select count(*) from recall.chunks c where {}").format(where),
+                        params).fetchone()[0]
 
 
 def check_dimension(conn: psycopg.Connection, embedder: Embedder) -> None:
@@ -132,27 +134,31 @@ def change_dimension(conn: psycopg.Connection, dim: int) -> None:
     embedding, and the vector indexes (re-create them with recall.create_vector_index)."""
     with conn.transaction():
         indexes = conn.execute(
-            "select i.indexrelid::regclass::text from pg_index i join pg_class c on c.oid = i.indexrelid "
+            "select n.nspname, c.relname from pg_index i join pg_class c on c.oid = i.indexrelid "
+            "join pg_namespace n on n.oid = c.relnamespace "
             "join pg_am am on am.oid = c.relam where i.indrelid in ('recall.chunks'::regclass, "
             "'recall.sessions'::regclass) and am.amname in ('hnsw', 'ivfflat', 'diskann')").fetchall()
-        for (name,) in indexes:
-            conn.execute(f"drop index {name}")  # name comes from the catalog, already quoted
-        conn.execute(f"alter table recall.chunks alter column embedding type vector({int(dim)}) using null")
+        for schema, name in indexes:
+            conn.execute(sql.SQL("drop index {}").format(sql.Identifier(schema, name)))
+        # a type modifier cannot be a parameter: the dimension goes in as a literal integer
+        vector = sql.SQL("vector({})").format(sql.Literal(int(dim)))
+        conn.execute(sql.SQL("alter table recall.chunks alter column embedding type {} using null")
+                     .format(vector))
         conn.execute("update recall.chunks set embedding_model = null, embedded_at = null, "
                      "embed_attempts = 0, embed_error = null, embed_after = null")
-        conn.execute(f"alter table recall.sessions alter column summary_embedding type vector({int(dim)}) using null")
+        conn.execute(sql.SQL("alter table recall.sessions alter column summary_embedding type {} "
+                             "using null").format(vector))
         conn.execute("update recall.config set value = to_jsonb(%s::int) where key = 'embedding_dim'", [dim])
 
 
 def cleanup(conn: psycopg.Connection, *, agent: str | None = None) -> int:
     """Remove chunks whose messages are gone (left by hand-made deletes or an old bug)."""
-    cond, params = ("and c.agent_id = %s", [agent]) if agent else ("", [])
     cur = conn.execute(
-        f"""delete from recall.chunks c
-            where c.kind <> 'summary' {cond}
+        """delete from recall.chunks c
+            where c.kind <> 'summary' and (%(agent)s::text is null or c.agent_id = %(agent)s)
               and exists (select from unnest(c.message_ids) id
                           where not exists (select from recall.messages m where m.message_id = id))""",
-        params)
+        {"agent": agent})
     return cur.rowcount
 
 
@@ -230,8 +236,8 @@ class Worker:
         where, params = _where(self.agent, self.since, self.model_filter, self.retry_now, self.filter)
         with self.conn.transaction():
             rows = self.conn.execute(
-                f"select c.chunk_id, c.content from recall.chunks c where {where} and c.chunk_id > %s "
-                "order by c.chunk_id limit %s for update skip locked",
+                sql.SQL("select c.chunk_id, c.content from recall.chunks c where {} and c.chunk_id > %s "
+                        "order by c.chunk_id limit %s for update skip locked").format(where),
                 [*params, self._after, self.batch_size]).fetchall()
             if not rows:
                 return 0
@@ -322,7 +328,7 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
     while not stop():
         try:
             with connect() as conn:
-                conn.execute(f"listen {CHANNEL}")
+                conn.execute(sql.SQL("listen {}").format(sql.Identifier(CHANNEL)))
                 worker = make_worker(conn)
                 delay = 1.0
                 while not stop():

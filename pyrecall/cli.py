@@ -509,12 +509,12 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     r = _client(dsn, model)
     try:
         if auto:
-            result = r.auto_context(agent, project=project, branch=branch, task=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
                                     token_budget=budget, exclude_session_id=exclude_session,
                                     all_projects=all_projects, as_of=as_of)
             mode = "auto"
         elif by_session:
-            chosen = {"sessions": n_sessions} if n_sessions else {}  # else the SQL default
+            chosen = {"n_sessions": n_sessions} if n_sessions else {}  # else the SQL default
             result = r.session_recall(agent, query, k=k, token_budget=budget,
                                       exclude_session_id=exclude_session, filter=filter_,
                                       since=since, kinds=list(kinds) or None, **chosen, **options)
@@ -711,45 +711,40 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
       pyrecall embed --filter guild="Acme Engineering" --filter channel=incidents
       pyrecall embed --reembed --model openai/text-embedding-3-small --yes
     """
-    from . import _worker
+    from ._worker import EmbedReport
 
     console = _stderr_console()
     filter_ = build_filter(filters)
     r = _client(dsn, model)
     embedder = r.embedder
     try:
-        conn = r.conn
         if not dry_run:
             _check_model(embedder)
         if reembed and not dry_run:
-            installed = _migrate.installed_dim(conn)
+            installed = r.dimension()
             if installed is not None and embedder.dim != installed:
                 if not yes and not click.confirm(
                         f"{embedder.model} gives {embedder.dim}-dimensional vectors; this database "
                         f"stores {installed}. Changing the dimension deletes every stored "
                         "embedding and drops the vector indexes. Continue?", err=True):
                     raise click.ClickException("nothing changed")
-                _worker.change_dimension(conn, embedder.dim)
-        report = _worker.EmbedReport()
+                r.change_dimension(embedder.dim)
+        report = EmbedReport()
         if cleanup and not dry_run:
-            report.cleaned = _worker.cleanup(conn, agent=agent)
+            report.cleaned = r.cleanup(agent_id=agent)
+        chosen = {"agent_id": agent, "since": since, "filter": filter_, "reembed": reembed}
         if dry_run:
-            report.pending = _worker.count_pending(
-                conn, agent=agent, since=since, model=embedder.model if reembed else None,
-                filter=filter_)
+            report.pending = r.count_pending(**chosen)
         else:
-            total = _worker.count_pending(conn, agent=agent, since=since,
-                                          model=embedder.model if reembed else None, filter=filter_)
+            total = r.count_pending(**chosen)
             show = console.is_terminal and not as_json and total > 0
             if show:
                 with _progress_bar(console) as bar:
                     task = bar.add_task("embedding", total=total)
-                    run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
-                                         since=since, reembed=reembed, filter=filter_,
-                                         progress=lambda n: bar.update(task, advance=n)).run()
+                    run = r.embed_pending(batch_size=batch_size, **chosen,
+                                          progress=lambda n: bar.update(task, advance=n))
             else:
-                run = _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent,
-                                     since=since, reembed=reembed, filter=filter_).run()
+                run = r.embed_pending(batch_size=batch_size, **chosen)
             run.cleaned = report.cleaned
             report = run
     finally:

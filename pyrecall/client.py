@@ -5,6 +5,7 @@ recall.auto_context), never here."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -18,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from . import _config, _db, _ingest, _migrate
+from . import _config, _db, _ingest, _migrate, _worker
 from ._embed import Embedder, get_embedder
 from ._errors import (
     ConfigError,
@@ -224,14 +226,25 @@ CASTS = {"k": "int", "token_budget": "int", "n_sessions": "int", "candidates": "
          "supersedes": "bigint", "max_rows": "int", "importance": "float8", "chunk_id": "bigint"}
 
 
+@functools.lru_cache(maxsize=512)
+def _statement(function: str, names: tuple[str, ...], scalar: bool) -> str:
+    """``select * from recall.<function>(name => %(name)s, ...)``, each argument by name and
+    cast to its CASTS type, built with psycopg.sql (a name is an identifier, never spliced
+    text); rendered once per function and argument list."""
+    args = sql.SQL(", ").join(
+        sql.SQL("{} => {}{}").format(sql.Identifier(n), sql.Placeholder(n),
+                                     sql.SQL("::" + CASTS[n]) if n in CASTS else sql.SQL(""))
+        for n in names)
+    head = sql.SQL("select {}({})" if scalar else "select * from {}({})")
+    return head.format(sql.Identifier("recall", function), args).as_string(None)
+
+
 def _call(function: str, args: dict) -> str:
-    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
-    return f"select * from recall.{function}({names})"
+    return _statement(function, tuple(args), False)
 
 
 def _call_scalar(function: str, args: dict) -> str:
-    names = ", ".join(f"{k} => %({k})s" + (f"::{CASTS[k]}" if k in CASTS else "") for k in args)
-    return f"select recall.{function}({names})"
+    return _statement(function, tuple(args), True)
 
 
 def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude_session_id,
@@ -244,6 +257,28 @@ def _auto_args(agent_id, project, branch, task, embedding, token_budget, exclude
     if as_of is not None:
         args["as_of"] = as_of
     return args
+
+
+# the keyword options of recall.session_recall (beside the parameters session_recall names)
+SESSION_RECALL_OPTIONS = {"kinds", "since", "until", "half_life", "as_of", "candidates",
+                          "summary_weight", "session_weight", "dedup_similarity", "vector_weight",
+                          "text_weight", "recency_weight", "importance_weight", "turns_per_session"}
+
+
+def _session_options(options: dict) -> dict:
+    unknown = set(options) - SESSION_RECALL_OPTIONS
+    if unknown:
+        raise ConfigError(f"unknown session_recall option(s): {', '.join(sorted(unknown))}")
+    return options
+
+
+def _renamed(new_name: str, new, old_name: str, old):
+    """The value of a parameter given by its name (SQL's) or by its former name."""
+    if old is None:
+        return new
+    if new is not None and new != old:
+        raise ConfigError(f"give {new_name} or {old_name} (its former name), not both")
+    return old
 
 
 def _usable(vector) -> np.ndarray | None:
@@ -414,9 +449,35 @@ class Recall:
         """Write parsed sessions (from pyrecall.importers) in one transaction."""
         return _ingest.ingest(self.conn, sessions, agent_id=agent_id)
 
-    def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
-        """Embed every pending chunk with the configured model."""
-        return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id).run()
+    def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
+                      since: datetime | None = None, filter: dict | None = None,
+                      reembed: bool = False,
+                      progress: Callable[[int], None] | None = None) -> EmbedReport:
+        """Embed every pending chunk with the configured model, in batches claimed FOR UPDATE
+        SKIP LOCKED (safe beside a running worker). ``agent_id``, ``since``, ``filter`` (as
+        recall's): only those chunks; ``reembed``: also the chunks another model embedded;
+        ``progress(n)`` is told each batch's size."""
+        return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
+                      reembed=reembed, filter=filter, progress=progress).run()
+
+    def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
+                      filter: dict | None = None, reembed: bool = False) -> int:
+        """How many chunks :meth:`embed_pending` would embed now, with the same arguments."""
+        return _worker.count_pending(self.conn, agent=agent_id, since=since, filter=filter,
+                                     model=self.embedder.model if reembed else None)
+
+    def cleanup(self, *, agent_id: str | None = None) -> int:
+        """Remove chunks whose messages are gone (left by hand-made deletes); returns how many."""
+        return _worker.cleanup(self.conn, agent=agent_id)
+
+    def dimension(self) -> int | None:
+        """The embedding dimension this database stores (None before the first install)."""
+        return _migrate.installed_dim(self.conn)
+
+    def change_dimension(self, dim: int) -> None:
+        """Re-type the embedding columns to ``dim``: every stored embedding is deleted and the
+        vector indexes are dropped (re-create them with recall.create_vector_index)."""
+        _worker.change_dimension(self.conn, dim)
 
     # -- recall
     def _query_embedding(self, query: str | None):
@@ -471,24 +532,29 @@ class Recall:
             _log_failed(exc)
         return RecallResult(query, rows, source, note)
 
-    def session_recall(self, agent_id: str, query: str, *, k: int = 10, sessions: int | None = None,
+    def session_recall(self, agent_id: str, query: str, *, k: int = 10, n_sessions: int | None = None,
                        token_budget: int | None = None, exclude_session_id: str | None = None,
                        filter: dict | None = None, **options) -> RecallResult:
-        """Two-stage recall: the best sessions first, then the best chunks inside them."""
+        """Two-stage recall (recall.session_recall): the best ``n_sessions`` sessions first,
+        then the best chunks inside them. (``sessions=`` is the former name of ``n_sessions``.)"""
+        n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
+        options = _session_options(options)
         embedding, note = self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
-        if sessions is not None:
-            args["n_sessions"] = sessions
+        if n_sessions is not None:
+            args["n_sessions"] = n_sessions
         args.update(options)
         return self._logged("session_recall", args, agent_id, query, embedding, note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
-                     task: str | None = None, token_budget: int = 4000,
+                     task_text: str | None = None, token_budget: int = 4000,
                      exclude_session_id: str | None = None, all_projects: bool = False,
-                     as_of: datetime | None = None) -> RecallResult:
-        """The session-start context: pinned memories, recent work, what relates to the task
-        (in the project; agent-wide with ``all_projects``), failures to avoid."""
+                     as_of: datetime | None = None, task: str | None = None) -> RecallResult:
+        """The session-start context (recall.auto_context): pinned memories, recent work, what
+        relates to ``task_text`` (in the project; agent-wide with ``all_projects``), failures to
+        avoid. (``task=`` is the former name of ``task_text``.)"""
+        task = _renamed("task_text", task_text, "task", task)
         embedding, note = self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
@@ -744,9 +810,31 @@ class AsyncRecall:
         """See :meth:`Recall.ingest`."""
         return await self._in_thread("ingest", list(sessions), agent_id=agent_id)
 
-    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None) -> EmbedReport:
+    async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
+                            since: datetime | None = None, filter: dict | None = None,
+                            reembed: bool = False,
+                            progress: Callable[[int], None] | None = None) -> EmbedReport:
         """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
-        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id)
+        return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id,
+                                     since=since, filter=filter, reembed=reembed, progress=progress)
+
+    async def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
+                            filter: dict | None = None, reembed: bool = False) -> int:
+        """See :meth:`Recall.count_pending`."""
+        return await self._in_thread("count_pending", agent_id=agent_id, since=since, filter=filter,
+                                     reembed=reembed)
+
+    async def cleanup(self, *, agent_id: str | None = None) -> int:
+        """See :meth:`Recall.cleanup`."""
+        return await self._in_thread("cleanup", agent_id=agent_id)
+
+    async def dimension(self) -> int | None:
+        """See :meth:`Recall.dimension`."""
+        return await self._in_thread("dimension")
+
+    async def change_dimension(self, dim: int) -> None:
+        """See :meth:`Recall.change_dimension`."""
+        await self._in_thread("change_dimension", dim)
 
     async def recall(self, agent_id: str, query: str, *, k: int = 10, token_budget: int | None = None,
                      exclude_session_id: str | None = None, filter: dict | None = None,
@@ -782,23 +870,27 @@ class AsyncRecall:
         return RecallResult(query, rows, source, note)
 
     async def session_recall(self, agent_id: str, query: str, *, k: int = 10,
-                             sessions: int | None = None, token_budget: int | None = None,
+                             n_sessions: int | None = None, token_budget: int | None = None,
                              exclude_session_id: str | None = None, filter: dict | None = None,
                              **options) -> RecallResult:
         """See :meth:`Recall.session_recall`."""
+        n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
+        options = _session_options(options)
         embedding, note = await self._query_embedding(query)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
-        if sessions is not None:
-            args["n_sessions"] = sessions
+        if n_sessions is not None:
+            args["n_sessions"] = n_sessions
         args.update(options)
         return await self._logged("session_recall", args, agent_id, query, embedding, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
-                           branch: str | None = None, task: str | None = None,
+                           branch: str | None = None, task_text: str | None = None,
                            token_budget: int = 4000, exclude_session_id: str | None = None,
-                           all_projects: bool = False, as_of: datetime | None = None) -> RecallResult:
+                           all_projects: bool = False, as_of: datetime | None = None,
+                           task: str | None = None) -> RecallResult:
         """See :meth:`Recall.auto_context`."""
+        task = _renamed("task_text", task_text, "task", task)
         embedding, note = await self._query_embedding(task)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)

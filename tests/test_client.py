@@ -165,3 +165,34 @@ def test_the_client_imports_syncs_summarizes_and_lists_what_the_cli_shows(client
         client.resolve_session("aria", "dep")                         # a prefix of 4 at least
     with pytest.raises(NotFoundError, match="no session 'auth' for agent 'bob'"):
         client.resolve_session("bob", "auth")
+
+
+def test_what_pyrecall_embed_asks_the_client(client):
+    """count_pending, embed_pending with since/filter, cleanup, dimension: the calls of `pyrecall embed`."""
+    assert client.dimension() == 384
+    assert client.count_pending(agent_id="aria") == 3
+    assert client.count_pending(agent_id="aria", filter={"channel": "none"}) == 0
+    later = client.embed_pending(agent_id="aria", since=datetime(2026, 3, 2, tzinfo=UTC))
+    assert (later.embedded, client.count_pending(agent_id="aria")) == (0, 3)
+    seen = []
+    assert client.embed_pending(agent_id="aria", progress=seen.append).embedded == 3 and sum(seen) == 3
+    assert (client.count_pending(agent_id="aria"), client.cleanup(agent_id="aria")) == (0, 0)
+
+
+def test_parameters_named_as_in_sql_and_their_former_names(client):
+    """session_recall's n_sessions and auto_context's task_text, as the SQL functions name them;
+    sessions= and task= (their former names) still work, and both at once is a mistake."""
+    def ids(result):
+        return [m.chunk_id for m in result]
+
+    by_sql_name = client.session_recall("aria", "login tokens", n_sessions=1)
+    assert ids(by_sql_name) == ids(client.session_recall("aria", "login tokens", sessions=1))
+    assert {m.session_id for m in by_sql_name} == {"auth"}
+    context = client.auto_context("aria", project="acme-api", task_text="login tokens")
+    assert ids(context) == ids(client.auto_context("aria", project="acme-api", task="login tokens"))
+    with pytest.raises(ConfigError, match="give n_sessions or sessions .its former name., not both"):
+        client.session_recall("aria", "x", n_sessions=1, sessions=2)
+    with pytest.raises(ConfigError, match="give task_text or task .its former name., not both"):
+        client.auto_context("aria", task_text="a", task="b")
+    with pytest.raises(ConfigError, match="unknown session_recall option.s.: weight"):
+        client.session_recall("aria", "x", weight=1)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from .. import _db, _migrate
 
@@ -37,15 +38,15 @@ def scratch_database(dsn: str | None = None, *, dim: int = 384,
     if dsn:
         name = f"pyrecall_bench_{os.getpid()}"
         with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(f"drop database if exists {name} with (force)")
-            admin.execute(f"create database {name}")
+            admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
         url = _with_db(dsn, name)
         try:
             _install(url, dim)
             yield url
         finally:
             with psycopg.connect(dsn, autocommit=True) as admin:
-                admin.execute(f"drop database if exists {name} with (force)")
+                admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         return
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-"))
     os.chmod(tmp, 0o755)  # the embedded server runs as its own OS user when we are root

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from .._errors import ConfigError
 from .._ingest import ingest
@@ -349,7 +350,7 @@ def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], 
 def build_index(conn: psycopg.Connection, *, maintenance_work_mem: str = "4GB") -> dict[str, Any]:
     """Build the ANN index(es) as the DBA would: ``recall.create_vector_index()`` with its
     defaults where it exists and works, else one pgvector HNSW index over the table."""
-    conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
+    conn.execute(sql.SQL("set maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
     note = None
     has = conn.execute("select exists (select from pg_proc p join pg_namespace n on n.oid = p.pronamespace "
                        "where n.nspname = 'recall' and p.proname = 'create_vector_index')").fetchone()[0]
@@ -382,9 +383,9 @@ def build_index(conn: psycopg.Connection, *, maintenance_work_mem: str = "4GB") 
 EXACT = """select chunk_id from recall.chunks
            where agent_id = %s and embedding is not null
            order by (embedding <=> %s) + 0, chunk_id limit 10"""
-ANN = """select chunk_id from (select chunk_id, embedding <=> %(q)s as d from recall.chunks
+ANN = sql.SQL("""select chunk_id from (select chunk_id, embedding <=> %(q)s as d from recall.chunks
                                where agent_id = %(agent)s{own} order by embedding <=> %(q)s limit 10) x
-         order by d, chunk_id"""
+         order by d, chunk_id""")
 ARM = "select chunk_id from recall._vector_arm(%s, %s, 100, null, null, null, null, null) limit 10"
 HYBRID = """select chunk_id from recall.hybrid_recall(agent_id => %s, query_text => %s,
             query_embedding => %s, k => 10, token_budget => 2000)"""
@@ -421,7 +422,9 @@ def _ann_query(conn: psycopg.Connection, agent_id: str) -> str:
     row = conn.execute("select recall._agent_key_predicate('agent_id', recall._agent_key(%s)) "
                        "from recall._agent_vector_index(%s) v where v.index_oid is not null",
                        [agent_id, agent_id]).fetchone()
-    return ANN.format(own=f" and {row[0]}" if row else "")
+    # the predicate is SQL that recall._agent_key_predicate wrote (the agent's key as a literal,
+    # which the planner must see to match the partial index)
+    return ANN.format(own=sql.SQL(" and " + row[0]) if row else sql.SQL("")).as_string(conn)
 
 
 def _timed(conn: psycopg.Connection, query: str, params) -> tuple[float, list[int]]:
@@ -436,7 +439,7 @@ def measure(conn: psycopg.Connection, queries: dict[str, list[Query]], *, ef_sea
     total = sum(len(q) for q in queries.values())
     advance = progress("querying", total * 2) if progress else None
     conn.execute("set hnsw.iterative_scan = relaxed_order")
-    conn.execute(f"set hnsw.ef_search = {int(ef_search)}")
+    conn.execute(sql.SQL("set hnsw.ef_search = {}").format(sql.Literal(int(ef_search))))
     ann_of = {a: _ann_query(conn, a) for a in {q.agent.agent_id for qs in queries.values() for q in qs}}
     per: dict[str, dict[str, list]] = {}
     for rnd in range(2):                      # round 0 warms the caches; round 1 is measured
@@ -518,7 +521,7 @@ def _under_load(connect: Callable[[], psycopg.Connection], pool: list[Query], n:
         c, j = conns[i], i * len(pool) // n
         try:
             c.execute("set hnsw.iterative_scan = relaxed_order")
-            c.execute(f"set hnsw.ef_search = {int(ef_search)}")
+            c.execute(sql.SQL("set hnsw.ef_search = {}").format(sql.Literal(int(ef_search))))
             for q in pool:
                 c.execute(HYBRID, [q.agent.agent_id, q.text, q.vector]).fetchall()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread below

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from .._errors import ConfigError
@@ -85,7 +86,7 @@ def database(dsn: str | None, keep: bool):
     if dsn and keep:
         name = f"pyrecall_load_{os.getpid()}"
         with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(f"create database {name}")
+            admin.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         info["dbname"] = name
         url = psycopg.conninfo.make_conninfo(**info)

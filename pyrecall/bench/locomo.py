@@ -277,8 +277,8 @@ def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
     args = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names)
     columns = "session_id, message_ids, n_tokens" if budget else "session_id, message_ids"
-    return sql.SQL("select " + columns + " from recall.{}({})").format(
-        sql.Identifier(method.function), args)
+    return sql.SQL("select {} from {}({})").format(
+        sql.SQL(columns), sql.Identifier("recall", method.function), args)
 
 
 def ask(conn: psycopg.Connection, method: Method, question: Question, embedding, k: int,

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from .._embed import get_embedder
 from .._errors import ConfigError
@@ -132,7 +133,7 @@ def measure(conn: psycopg.Connection, agent_id: str, queries: Sequence[np.ndarra
         conn.execute("update recall.config set value = '1' where key = 'ann_min_ef_search'")
         conn.execute("""update recall.config set value = '{"0": 1}' where key = 'ann_ef_search_by_rows'""")
         for ef in ef_values:
-            conn.execute(f"set hnsw.ef_search = {int(ef)}")
+            conn.execute(sql.SQL("set hnsw.ef_search = {}").format(sql.Literal(int(ef))))
             rec = [_recall([r[0] for r in conn.execute(ARM, [agent_id, q, 10])], truth)
                    for q, truth in zip(queries, truths, strict=True)]
             curve[str(ef)] = round(statistics.fmean(rec), 4)

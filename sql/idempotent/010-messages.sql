@@ -38,7 +38,7 @@ $$;
 
 -- _message_before_insert: validate, fill agent_id / seq / external_id, skip a re-insert.
 -- One query per row (this runs for every message of a bulk COPY). The checks are those of
--- _check_message, written out: calling it cost ~10 us per message.
+-- _check_message, written out: a call per message costs more than the checks themselves.
 create or replace function recall._message_before_insert()
 returns trigger
 language plpgsql volatile security invoker
@@ -160,7 +160,7 @@ $$;
 --
 -- rows 1: most texts are one window. With the default estimate (1000 rows a call) the planner
 -- of _rechunk expected thousands of chunks and joined them to recall.sessions by reading the
--- whole table, at every insert: with 200,000 sessions stored, 10 ms of CPU per message.
+-- whole table, at every insert (a cost that grew with the number of sessions stored).
 create or replace function recall._split_windows(body text, max_chars int, overlap_chars int)
 returns table (part int, content text)
 language plpgsql immutable parallel safe
@@ -273,8 +273,8 @@ $$;
 --              turn_pair and message chunks
 -- Text longer than chunk_max_chars becomes several windows (part 0, 1, ...) that overlap.
 --
--- The plan is generic (planned once per connection): a custom plan for each call's arrays cost
--- 3-10 ms of planning, more than running it for a few messages. Its shape does not depend on
+-- The plan is generic (planned once per connection): a custom plan for each call's arrays
+-- costs more planning than running it for a few messages. Its shape does not depend on
 -- the arrays' contents: the affected sessions' messages by index.
 create or replace function recall._rechunk(session_ids text[], from_seqs int[])
 returns bigint
@@ -290,8 +290,8 @@ declare
 begin
   -- plpgsql, not sql: the plan of this statement is cached for the session (planning it
   -- costs milliseconds, more than running it for one message); generic, see above
-  -- recall._speaker and recall._estimate_tokens are written out here (a call per chunk cost
-  -- ~10 us: functions with a pinned search_path are never inlined); keep them the same
+  -- recall._speaker and recall._estimate_tokens are written out here (a call per chunk is
+  -- costly: functions with a pinned search_path are never inlined); keep them the same
   with
   -- settings recorded at install
   conf as (
@@ -335,8 +335,8 @@ begin
   -- be shorter so that every message is covered. Such sessions are always redone whole, so
   -- text_i counts from the session's first text message. A window starts with the date of
   -- its first message ("[8 May 2023]", UTC): in a chat, when something was said is part of
-  -- what was said, and the date in the indexed and embedded text lifted LoCoMo recall@10
-  -- 0.804 -> 0.815 and session_recall@5 0.787 -> 0.805 (docs/BENCHMARKS.md).
+  -- what was said, and the date in the indexed and embedded text lifted LoCoMo recall of
+  -- chunks and of sessions (docs/BENCHMARKS.md).
   --
   -- Each message of a window is named by its speaker (metadata.speaker, else metadata.author
   -- as the Discord importer writes it, else the role), and the window's metadata holds, beside

@@ -66,8 +66,8 @@ $$;
 
 -- _vector_arm_scoped: the top n chunks of one agent by cosine distance, every condition applied inside
 -- the search, so that n rows come back whenever n rows qualify; ordered by distance, then
--- chunk_id. The contract is the TRUE top n; the ANN paths approach it (recall@10 >= 0.99 as
--- measured in tests/test_filtered_ann.py and docs/DBA.md) and fall back to the exact scan
+-- chunk_id. The contract is the TRUE top n; the ANN paths approach it (tests/test_filtered_ann.py
+-- holds them to it; figures in docs/DBA.md) and fall back to the exact scan
 -- whenever they cannot vouch for their answer.
 --
 -- The path, decided per call from the catalog and one cheap count (no planner guesswork):
@@ -77,7 +77,7 @@ $$;
 --     ANN through it. Every row it sees is the agent's, so the agent filter costs nothing.
 --     The query is planned with the agent id and its key as literals, so that the planner
 --     can match the index's predicate, and with enable_sort off for that statement (else,
---     for an agent of a few thousand chunks, it preferred the exact B-tree + sort, ~8x slower).
+--     for an agent of a few thousand chunks, it preferred the exact B-tree + sort, far slower).
 --     - With a since/until window holding at most agent_index_min_rows chunks (counted on the
 --       B-tree, capped): exact over the window instead.
 --  2. No index of its own: count the agent's chunks on the B-tree, stopping at
@@ -96,8 +96,8 @@ $$;
 -- recall.config ann_min_ef_search (200). The width by size is the step table recall.config
 -- ann_ef_search_by_rows ({"rows": width, ...}: the entry of the largest key <= the index's
 -- reltuples, read from pg_class): an HNSW graph needs a wider search the more vectors it holds,
--- the more so when they are shaped like real embeddings (topic mixtures: at 100k chunks
--- recall@10 0.981 at 200, 0.995 at 400; docs/DBA.md). recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- the more so when they are shaped like real embeddings (topic mixtures; figures in
+-- docs/DBA.md). recall.tune_vector_search('{"ann_ef_search_by_rows":
 -- "measure"}') measures it on the data at hand (recall.vector_search_curve). diskann.query_rescore to at least n;
 -- hnsw.iterative_scan to relaxed_order unless the caller asked strict_order. A larger value
 -- set by the caller (SET, SET LOCAL, ALTER ROLE/DATABASE ... SET) wins. The values are set
@@ -191,9 +191,9 @@ begin
                  current_setting('diskann.query_rescore', true),
                  current_setting('enable_sort')];
   -- only the ANN index may order: the planner takes (agent_id = X) and the index's predicate
-  -- (its key = K) for independent conditions, expects a few dozen rows, and for an agent of up
-  -- to ~7,500 chunks chose the exact B-tree scan + sort over the agent's own HNSW index (3.1
-  -- against 0.4 ms at 3,700 chunks). The index scan is bounded: an agent's own index holds
+  -- (its key = K) for independent conditions, expects a few dozen rows, and for an agent of a
+  -- few thousand chunks chose the exact B-tree scan + sort over the agent's own HNSW index
+  -- (several times slower). The index scan is bounded: an agent's own index holds
   -- only its chunks, and max_scan_tuples bounds the whole-table one.
   perform set_config('enable_sort', 'off', true);
   if idx_method = 'diskann' then

@@ -6,8 +6,8 @@
 -- text_scan_max_rows: agents of at most this many chunks are text-searched on their B-tree,
 -- larger ones through the GIN index (the _text_arm functions; their built-in default is 2000,
 -- chosen when the GIN index held only tsv and a small agent paid for every agent's postings).
--- With the (agent_id, tsv) GIN index of 004 the index path pays off from ~1000 chunks (agents
--- of 1000-2000 chunks answer the same rows faster; figures in docs/DBA.md). Set only where that
+-- With the (agent_id, tsv) GIN index of 004 the index path pays off sooner, hence 1000 here
+-- (figures in docs/DBA.md). Set only where that
 -- index exists and the setting is absent: a value a DBA wrote stays.
 insert into recall.config (key, value)
 select 'text_scan_max_rows', '1000'

@@ -3,14 +3,14 @@
 --
 -- Re-applied at every migrate. Recall is always for one agent, and one ANN index over every
 -- agent answers "the nearest chunks OF THIS AGENT" badly: the graph search finds the nearest
--- chunks of everyone, and the agent filter throws most of them away (measured on 200k chunks,
--- see docs/DBA.md: recall@10 0.54-0.87 for an agent holding half the table). So the layout is:
+-- chunks of everyone, and the agent filter throws most of them away (even for an agent holding
+-- half the table; docs/DBA.md). So the layout is:
 --
 --   * an agent with at least recall.config agent_index_min_rows (2000) embedded chunks gets
 --     an index of its own: a partial index on a hash of its id, named
 --     recall.chunks_embedding_a_<64-bit hash of the agent id, in hex> (see _agent_key);
 --   * a smaller agent needs none: recall._vector_arm scans its chunks exactly (B-tree on
---     agent_id, then the distance of each: ~2 us per chunk);
+--     agent_id, then the distance of each);
 --   * scope 'table' or 'both' adds (or, 'table', only builds) one whole-table index,
 --     recall.chunks_embedding_idx, for agents without one of their own (see _vector_arm).
 --
@@ -39,8 +39,8 @@ on conflict (key) do nothing;
 
 -- ann_ef_search_by_rows: the search width by the size of the index searched (recall._vector_arm
 -- takes the width of the largest key <= the index's rows; ann_min_ef_search stays the floor).
--- Measured on topic-mixture vectors (docs/DBA.md): at 100k chunks recall@10 0.981 at 200, 0.995
--- at 400; the steps above 200k are extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- Measured on topic-mixture vectors up to 200k chunks (docs/DBA.md); the steps above are
+-- extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
 -- "measure"}') re-measures it on your data (recall.vector_search_curve).
 insert into recall.config (key, value) values
   ('ann_ef_search_by_rows', '{"0": 200, "50000": 400, "200000": 600, "500000": 800}')  -- rows -> hnsw.ef_search
@@ -49,9 +49,9 @@ on conflict (key) do nothing;
 -- The vector columns' storage, as recall.config embedding_storage says (main by default).
 -- pgvector declares vector with STORAGE external: once a chunk's row passes ~2 kB (a 384-dim
 -- vector is 1.5 kB, plus the text and its tsvector) the vector is the first value moved out
--- to the TOAST table, and every exact distance then costs a TOAST fetch: measured 6.5-8 us of
--- CPU per chunk scanned, against 2-2.4 us with STORAGE main, where the text and tsvector go to
--- TOAST instead and the vector stays in the row (100k chunks, docs/DBA.md; same total size).
+-- to the TOAST table, and every exact distance then costs a TOAST fetch: several times the
+-- CPU per chunk scanned of STORAGE main, where the text and tsvector go to TOAST instead and
+-- the vector stays in the row (same total size; docs/DBA.md).
 -- Applies to rows written from now on (the embedding worker writes every vector by UPDATE);
 -- VACUUM FULL recall.chunks (`make vacuum FULL=1`) moves the existing ones. Vectors larger
 -- than the row (1536 dims: 6 kB) go to TOAST whatever the storage.
@@ -227,7 +227,8 @@ $$;
 -- agent cannot list who has an index, only confirm an id it already guessed. The predicate
 -- spells the hash out with the built-in function, hashtextextended(agent_id, 0) = <bigint>
 -- (recall._agent_key_predicate): it is evaluated at every insert into recall.chunks, once per
--- agent index, and costs ~0.15 us there (md5 costs ~1.2 us; a call of a recall function more).
+-- agent index, and costs little there (md5 costs several times more; a call of a recall
+-- function more still).
 -- Two agents with the same hash would share an index: correct still (the query also says
 -- agent_id = ...), only the other's vectors in the graph.
 create or replace function recall._agent_key(agent_id text)
@@ -359,10 +360,10 @@ end
 $$;
 
 -- _vector_index_default_options: the options of a first build when none are given. HNSW:
--- ef_construction 128 (pgvector's default is 64). With 64, one per-agent graph of the 1M
--- benchmark (a 67k-chunk agent, clustered vectors) left a query at recall@10 0.0-0.1 whatever
--- ef_search (200-600): its cluster was not reachable. Rebuilt with 128: recall@10 1.0 on 78
--- queries, build 12.0 -> 12.4 s (docs/DBA.md). A refresh keeps the options last built, so
+-- ef_construction 128 (pgvector's default is 64). With 64, one per-agent graph of a large
+-- benchmark (clustered vectors) left a cluster unreachable: a query found almost none of its
+-- true neighbours whatever ef_search. Rebuilt with 128 it found them all, for a slightly
+-- longer build (docs/DBA.md). A refresh keeps the options last built, so
 -- an existing layout is not rebuilt by this default; explicit options, '{}' included, win.
 create or replace function recall._vector_index_default_options(method text)
 returns jsonb
@@ -638,7 +639,7 @@ $$;
 -- query vectors each: a chunk of the agent at random plus isotropic noise of the same norm
 -- (cosine ~0.7 to it: near what answers it, away from every stored vector, as a question
 -- sits). Slow by design (an exact
--- scan per query: ~2 us per chunk of the agent); recall.tune_vector_search uses it to fill
+-- scan per query, over every chunk of the agent); recall.tune_vector_search uses it to fill
 -- recall.config ann_ef_search_by_rows.
 create or replace function recall.vector_search_curve(
   ef_values int[] default '{40,100,200,300,400,600,800,1000}', queries int default 20,

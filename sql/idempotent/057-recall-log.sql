@@ -13,8 +13,8 @@
 -- log_recall: one row of the log, when it is on (else nothing); returns whether it wrote.
 -- Called as a statement of its own (autocommit), it need not wait for the WAL flush at commit:
 -- the Python client sends `select set_config('synchronous_commit', 'off', true),
--- recall.log_recall(...)` (a row lost in a crash is acceptable for a log; the flush cost 3-10 ms
--- a recall on this machine). set_config inside this function would not outlive it (its SET
+-- recall.log_recall(...)` (a row lost in a crash is acceptable for a log; the flush would cost
+-- a recall more than the log row). set_config inside this function would not outlive it (its SET
 -- search_path clause restores every setting at exit).
 -- SECURITY INVOKER: an agent role writes its own agent's rows only (the table's policies). A
 -- standby or a read-only transaction cannot write: nothing is written there, and false says so.
