@@ -47,6 +47,23 @@ def clean(value: Any) -> Any:
     return value
 
 
+HEAD_LIMIT = 16 << 20  # a first line may carry a session's base instructions: tens of KB
+
+
+def first_line_json(path: Path, limit: int = HEAD_LIMIT) -> Any:
+    """The JSON value of a file's first line (read up to ``limit`` bytes), None when it does not
+    parse; a file that cannot be read is an ImportFormatError."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(limit)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(first.decode("utf-8", "replace"), strict=False)
+    except (ValueError, RecursionError):
+        return None
+
+
 def text_or_none(value: Any) -> str | None:
     """A non-empty cleaned string, else None."""
     if isinstance(value, str):

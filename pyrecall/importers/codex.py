@@ -27,13 +27,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._errors import ImportFormatError
 from ._read import (
     Lines,
     checked,
     clean,
     clean_text,
     derived_session_id,
+    first_line_json,
     parse_time,
     render_call,
     span,
@@ -53,7 +53,6 @@ HARNESS_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md
                     "<turn_aborted>")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 _EXIT = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)\s*$", re.M)
-_HEAD_LIMIT = 16 << 20  # a session_meta line carries the base instructions: tens of KB
 
 
 def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
@@ -315,15 +314,7 @@ def _output(value: Any) -> tuple[str, int | bool | None, int]:
 
 def _head(path: Path, state: _State) -> None:
     """Read the session_meta from the file's first line."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(_HEAD_LIMIT)
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        obj = json.loads(first.decode("utf-8", "replace"), strict=False)
-    except (ValueError, RecursionError):
-        return
+    obj = first_line_json(path)
     meta = None
     if isinstance(obj, dict) and obj.get("type") == "session_meta" and isinstance(obj.get("payload"), dict):
         meta = obj["payload"]

@@ -34,7 +34,6 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._errors import ImportFormatError
 from ._read import (
     JsonDoc,
     Lines,
@@ -42,6 +41,7 @@ from ._read import (
     clean,
     clean_text,
     derived_session_id,
+    first_line_json,
     parse_time,
     read_text,
     render_call,
@@ -54,7 +54,6 @@ FORMAT = "gemini"              # JSON lines, resumable at a byte offset
 FORMAT_DOCUMENT = "gemini_json"
 SOURCE_AGENT = "gemini"
 MESSAGE_TYPES = ("user", "gemini", "info", "warning", "error")
-_HEAD_LIMIT = 16 << 20
 _EXIT = re.compile(r"^Exit Code: (-?\d+)\s*$", re.M)
 _MAX_PATHS = 200  # absolute paths from tool calls tried against the project hash
 
@@ -341,14 +340,6 @@ def _result(result: Any) -> tuple[str, int]:
 
 def _head(path: Path, chat: _Chat) -> None:
     """Read the session's metadata from the file's first line."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(_HEAD_LIMIT)
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        obj = json.loads(first.decode("utf-8", "replace"), strict=False)
-    except (ValueError, RecursionError):
-        return
+    obj = first_line_json(path)
     if isinstance(obj, dict) and is_metadata(obj):
         chat.meta(obj)
