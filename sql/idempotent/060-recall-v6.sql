@@ -311,27 +311,18 @@ begin
          case when b.kind = 'memory' then b.chunk_id end,
          b.agent_id,
          case when p_labels then (select s.title from recall.sessions s where s.session_id = b.session_id) end,
-         case when p_labels then recall._roles_v6(b.message_ids) end,
+         case when p_labels then
+           (select string_agg(r.role, '+' order by r.first_at)
+            from (select m.role, min(u.i) as first_at
+                  from unnest(b.message_ids) with ordinality as u(message_id, i)
+                  join recall.messages m on m.message_id = u.message_id
+                  group by m.role) r) end,
          b.memory_kind
   from budgeted b
   where b.rnk <= _hybrid_recall_v6.k
     and (_hybrid_recall_v6.token_budget is null or b.cumulative_tokens <= _hybrid_recall_v6.token_budget)
   order by b.pos;
 end
-$$;
-
--- _roles_v6: the roles of a chunk's messages in their order, distinct, joined by '+' (v4's
--- role column: 'user+assistant'); NULL without messages
-create or replace function recall._roles_v6(p_message_ids bigint[])
-returns text
-language sql stable
-set search_path to pg_catalog, pg_temp
-as $$
-  select string_agg(r.role, '+' order by r.first_at)
-  from (select m.role, min(u.i) as first_at
-        from unnest(p_message_ids) with ordinality as u(message_id, i)
-        join recall.messages m on m.message_id = u.message_id
-        group by m.role) r
 $$;
 
 -- hybrid_recall_v6: see the COMMENT below for the contract
@@ -544,7 +535,11 @@ begin
          x.message_ids, x.session_rank, x.session_score,
          x.memory_id, x.agent_id,
          (select s.title from recall.sessions s where s.session_id = x.session_id),
-         recall._roles_v6(x.message_ids),
+         (select string_agg(r.role, '+' order by r.first_at)
+          from (select m.role, min(u.i) as first_at
+                from unnest(x.message_ids) with ordinality as u(message_id, i)
+                join recall.messages m on m.message_id = u.message_id
+                group by m.role) r),
          x.memory_kind
   from finished f
   join capped x on x.chunk_id = f.chunk_id
