@@ -3,8 +3,9 @@ with two agents (100,000 and 20,000 chunks, each its own HNSW index), each queri
 (pseudo-word text + topic vector, k 10) as the owner and as the MCP server binds a call (a login
 role bound with recall.bind_agent, then role recall_agent + recall.agent_id for the transaction).
 Each query runs every function as the owner and bound, one after the other (interleaved, who
-goes first alternating: the machine's load hits all alike); p50 / p95 ms over the calls after the first two, whether all
-returned the same chunk ids (v5 and v6, owner and bound, per function), and the range of the 1-minute load average during the run. Run with
+goes first alternating: the machine's load hits all alike); p50 / p95 ms over the calls after
+the first two, whether v5 and v6, owner and bound, returned the same chunk ids (per function),
+and the range of the 1-minute load average during the run. Run with
 
     PYTHONPATH=<checkout> python bench/results/2026-11-26/rls_v5_v6.py DATADIR [N] [fn,fn,...]
 
