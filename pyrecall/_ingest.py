@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import psycopg
 from psycopg import sql
 
 from ._errors import ConfigError
-from ._text import clean_text
+from ._text import clean_text, clean_value
 from .importers._records import Message, Session
 
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
@@ -115,18 +114,6 @@ class IngestReport:
                             self.inserted + other.inserted)
 
 
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {clean_text(str(k)): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, str):
-        return clean_text(value)
-    return value
-
-
 def storable_importance(value: float | None) -> float | None:
     """An importance the ``real`` column stores: a float too small for float32 (6e-201, which
     is in 0..1 all the same) would make PostgreSQL refuse the whole batch, so it becomes 0."""
@@ -140,7 +127,7 @@ def clean_json(value: dict) -> str:
     """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
     ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
     try:
-        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+        return json.dumps(clean_value(value), ensure_ascii=False, default=str, allow_nan=False)
     except RecursionError:
         raise ConfigError("metadata or filter is nested too deeply to encode as JSON") from None
 
