@@ -26,9 +26,9 @@ from .importers._records import Message, Session
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
 # for a batch of up to ARRAY_BATCH_MAX_MESSAGES messages and ARRAY_BATCH_MAX_CHARS characters
 # of content, else temporary tables filled by COPY. The arrays save three round trips and the
-# ~0.6 ms of server CPU that emptying the temporary tables costs at every commit: most of a
-# call that adds a few messages. COPY wins on large batches: the server reads rows while the
-# client still writes them, and building the arrays costs the client ~15 us more a message.
+# server CPU that emptying the temporary tables costs at every commit: most of a call that
+# adds a few messages. COPY wins on large batches: the server reads rows while the client
+# still writes them, and building the arrays costs the client more a message (bench/LOG.md).
 ARRAY_BATCH_MAX_MESSAGES = 200
 ARRAY_BATCH_MAX_CHARS = 16_000_000      # a parameter cannot exceed 1 GB
 

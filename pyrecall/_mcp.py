@@ -181,8 +181,8 @@ class _Client(Recall):
 
 def _one_torch_thread() -> None:
     """A query is a few words: one thread embeds it in milliseconds, and torch's thread team
-    only adds waiting, badly so on a busy machine (measured on 2 shared cores: p50 57 ms with
-    one thread, 550 ms with two). Only this server's process is affected."""
+    only adds waiting, badly so on a busy machine (several times the one-thread latency on
+    2 shared cores: bench/LOG.md). Only this server's process is affected."""
     try:
         import torch
     except ImportError:

@@ -345,7 +345,7 @@ LOG_ON_SQL = ("select coalesce((select value = 'true'::jsonb from recall.config 
               "where key = 'recall_log'), false)")
 LOG_SQL = "select recall.log_recall(%s, %s, %s, %s, %s, %s, %s)"
 # a statement of its own (autocommit): its commit does not wait for the WAL flush (a log row
-# lost in a crash is acceptable; the flush cost 3-10 ms a recall on a busy disk)
+# lost in a crash is acceptable; waiting for the flush would add a disk's latency to recalls)
 LOG_SQL_ASYNC = ("select set_config('synchronous_commit', 'off', true), "
                  "recall.log_recall(%s, %s, %s, %s, %s, %s, %s)")
 

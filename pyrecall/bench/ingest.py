@@ -7,7 +7,6 @@ connection; readable by a superuser on Linux): unlike the rate, these hardly dep
 nor on how long the disk takes to flush each commit.
 
     >>> run(2_000, 20)["messages_per_s"]  # doctest: +SKIP
-    2085.0
 """
 
 from __future__ import annotations
