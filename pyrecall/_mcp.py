@@ -80,7 +80,7 @@ def check_role(conn: psycopg.Connection, agent: str) -> None:
                           "`pyrecall migrate`") from None
     if bound is not None and bound != agent:
         raise ConfigError(f"the database role {user!r} is bound to agent {bound!r}, not "
-                          f"{agent!r}: serve that agent (--agent {bound}) or log in as another role")
+                          f"{agent!r}: serve that agent (--agent-id {bound}) or log in as another role")
 
 
 class Pool:
@@ -201,7 +201,7 @@ class Backend:
     def __init__(self, dsn: str | None, agent: str, *, model: str | None = None,
                  embedder: Embedder | None = None, pool_size: int = POOL_SIZE):
         if not agent or not agent.strip():
-            raise ConfigError("an agent id is required (--agent or $PYRECALL_AGENT)")
+            raise ConfigError("an agent id is required (--agent-id or $PYRECALL_AGENT)")
         self.agent = agent
         self._dsn = dsn
         self.embedder = embedder or get_embedder(model)

@@ -56,22 +56,27 @@ def dsn_option(fn):
 
 
 def agent_option(fn):
-    return click.option("--agent", envvar="PYRECALL_AGENT", default=_config.DEFAULT_AGENT,
+    """``--agent-id`` (as the SQL functions name it; ``--agent``, its former name, still works),
+    passed to the command as ``agent``."""
+    fn = former_name("--agent", "agent", new="--agent-id")(fn)
+    return click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=_config.DEFAULT_AGENT,
                         show_default=True,
                         help="Agent whose memory to use (env: PYRECALL_AGENT).")(fn)
 
 
-def former_name(old: str, param: str, **attrs):
-    """Keep ``old``, an option's former name, working (hidden from --help) for ``param``."""
+def former_name(old: str, param: str, *, new: str | None = None, **attrs):
+    """Keep ``old``, the former name of the option ``new`` (default ``--param``), working for
+    ``param``, hidden from --help; both on one command line is a usage error."""
     hidden = f"_former_{param}"
-    new = "--" + param.replace("_", "-")
+    new = new or "--" + param.replace("_", "-")
 
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             value = kwargs.pop(hidden)
             if value is not None:
-                if kwargs.get(param) is not None:
+                given = click.get_current_context().get_parameter_source(param)
+                if given is click.core.ParameterSource.COMMANDLINE:
                     raise click.UsageError(f"{old} is the former name of {new}: give one of them")
                 kwargs[param] = value
             return fn(*args, **kwargs)
@@ -276,7 +281,7 @@ def main():
       pyrecall db start && pyrecall migrate
       pyrecall import ~/.claude/projects && pyrecall embed
       pyrecall recall "how did I handle authentication?"
-      pyrecall recall --auto --budget 4000 --format context
+      pyrecall recall --auto --token-budget 4000 --format context
     """
 
 
@@ -422,7 +427,7 @@ def migrate_status(dsn):
               "current branch.")
 @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="At most this many memories.")
-@click.option("--budget", type=click.IntRange(0), default=None, metavar="TOKENS",
+@click.option("--token-budget", "budget", type=click.IntRange(0), default=None, metavar="TOKENS",
               help="Token budget of the answer [default: none; 4000 with --auto].")
 @click.option("--since", type=SINCE, default=None,
               help="Only memories since then: 7d, 12h, 2w, 30m, or a date (2026-01-01).")
@@ -449,7 +454,7 @@ def migrate_status(dsn):
               "project and branch, work related to --task-text, failures to avoid.")
 @click.option("--task-text", default=None, metavar="TEXT",
               help="With --auto: what the new session is about [default: QUERY].")
-@click.option("--exclude-session", default=None, metavar="SESSION",
+@click.option("--exclude-session-id", "exclude_session", default=None, metavar="SESSION",
               help="Leave out this session (the current one).")
 @click.option("--hook", is_flag=True, help="Read a SessionStart hook's JSON from stdin (Claude "
               "Code, Codex CLI, Gemini CLI): its cwd gives project and branch, its session_id is "
@@ -473,6 +478,8 @@ def migrate_status(dsn):
 @handle_errors
 @former_name("--sessions", "n_sessions", type=click.IntRange(1, 100))
 @former_name("--task", "task_text")
+@former_name("--budget", "budget", new="--token-budget", type=click.IntRange(0))
+@former_name("--exclude-session", "exclude_session", new="--exclude-session-id")
 def recall(query, agent, project, branch, k, budget, since, until, filters, min_similarity, weights,
            fmt, by_session, n_sessions, auto, task_text, exclude_session, hook, source_agent, kinds,
            turns_per_session, as_of, all_projects, model, dsn):
@@ -484,12 +491,12 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     \b
     Examples:
       pyrecall recall "how did I handle authentication?"
-      pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
+      pyrecall recall "docker deploy" --since 30d --token-budget 1500 --format json
       pyrecall recall "why did the alpine build fail?" --by-session
       pyrecall recall "refund webhook" --filter author=bob --filter author=carol --until 2026-03-01
       pyrecall recall "deploy" --filter is_error:=true --weights 0.3,0.7,0,0.1
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
-      pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
+      pyrecall recall --auto --token-budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
       pyrecall recall --auto --task-text "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
@@ -669,7 +676,7 @@ def import_(paths, agent, full, as_json, dsn):
     \b
     Example:
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
-      pyrecall import export.json chats/ --agent support-bot
+      pyrecall import export.json chats/ --agent-id support-bot
     """
     _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw))
 
@@ -708,7 +715,7 @@ def sync(paths, agent, as_json, dsn):
 @main.command()
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Chunks per batch (one transaction each).")
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's chunks [default: every agent].")
 @click.option("--since", type=SINCE, default=None, help="Only chunks since then: 7d, 2026-01-01.")
 @click.option("--filter", "filters", type=MetadataFilter(), multiple=True,
@@ -724,6 +731,7 @@ def sync(paths, agent, as_json, dsn):
 @json_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, model, as_json, dsn):
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
@@ -799,7 +807,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
 @main.command()
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Chunks per batch.")
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's chunks [default: every agent].")
 @click.option("--idle-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Seconds between checks when no NOTIFY arrives (retries whose backoff ran out).")
@@ -813,6 +821,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
 @model_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, model, dsn):
     """Embed continuously: whatever is pending, then wait for new chunks (LISTEN/NOTIFY).
     Between batches, keep session summaries current: a session quiet for --summarize-after
@@ -862,7 +871,7 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
 # ---------------------------------------------------------------- summarize
 
 @main.command()
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's sessions [default: every agent].")
 @click.option("--summarize-with", "llm", default=None, metavar="MODEL",
               help="Have this chat model (litellm name, e.g. openai/gpt-4o-mini) write the "
@@ -872,6 +881,7 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
 @json_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def summarize(agent, llm, everything, as_json, dsn):
     """Summarize sessions, for session-aware recall (--by-session) and --auto.
 
@@ -1139,7 +1149,7 @@ def forget(session, memory_id, everything, agent, yes, dsn):
     Example:
       pyrecall forget --session 6279b780      # an id, or a unique prefix of it
       pyrecall forget --memory 4711
-      pyrecall forget --all --agent test-bot --yes
+      pyrecall forget --all --agent-id test-bot --yes
     """
     if (session is not None) + (memory_id is not None) + bool(everything) != 1:
         raise click.UsageError("give one of --session SESSION, --memory ID or --all")
@@ -1227,7 +1237,7 @@ def mcp(agent, http, token, model, dsn):
     \b
     Examples:
       claude mcp add pyrecall -- pyrecall mcp
-      pyrecall mcp --agent support-bot
+      pyrecall mcp --agent-id support-bot
       pyrecall mcp --http 127.0.0.1:8765
       PYRECALL_MCP_TOKEN=s3cret pyrecall mcp --http 0.0.0.0:8765
     """
@@ -1269,7 +1279,7 @@ _register_bench()
 
 def _register_dba() -> None:
     from ._dba_cli import _commands
-    main.add_command(_commands(handle_errors, dsn_option, json_option), "dba")
+    main.add_command(_commands(handle_errors, dsn_option, json_option, former_name), "dba")
 
 
 _register_dba()

@@ -153,24 +153,45 @@ def test_auto_with_task_json(shop):
 
 
 def test_former_option_names_work_hidden(shop):
-    """--task and --sessions, the former names of --task-text and --n-sessions (the names of
-    recall.auto_context's and recall.session_recall's parameters), give the same answer, are
-    not in --help, and cannot be given beside the new name."""
+    """The former names of options renamed as the SQL functions name their parameters
+    (--task, --sessions, --budget, --exclude-session, --agent for --task-text, --n-sessions,
+    --token-budget, --exclude-session-id, --agent-id) act as the new ones, are not in --help,
+    and cannot be given beside the new name."""
     def rows(*args):
         result = shop("recall", *args, "--format", "json")
         assert result.exit_code == 0, result.output
-        return [m["chunk_id"] for m in json.loads(result.stdout)["memories"]]
+        return [(m["chunk_id"], m["session_id"]) for m in json.loads(result.stdout)["memories"]]
 
     auto = ("--auto", "--project", "/home/dev/shop", "--branch", "main")
     task = "add a column with a migration"
     assert rows(*auto, "--task", task) == rows(*auto, "--task-text", task) != []
-    assert (rows("alembic migration", "--by-session", "--sessions", "1")
-            == rows("alembic migration", "--by-session", "--n-sessions", "1") != [])
+    query = "alembic migration"
+    assert (rows(query, "--by-session", "--sessions", "1")
+            == rows(query, "--by-session", "--n-sessions", "1") != [])
+    everything = rows(query)
+    assert rows(query, "--budget", "40") == rows(query, "--token-budget", "40") != everything
+    first = everything[0][1]
+    assert (rows(query, "--exclude-session", first) == rows(query, "--exclude-session-id", first)
+            != everything)
+    assert first not in {sid for _, sid in rows(query, "--exclude-session", first)}
+    assert rows(query, "--agent", "claude-code") == rows(query, "--agent-id", "claude-code") == everything
+    assert rows(query, "--agent", "nobody") == rows(query, "--agent-id", "nobody") == []
     shown = shop("recall", "--help").stdout
-    assert "--task-text" in shown and "--n-sessions" in shown
-    assert not re.search(r"--task\b(?!-)|--sessions", shown)
-    both = shop("recall", *auto, "--task", "a", "--task-text", "b")
-    assert both.exit_code == 2 and "--task is the former name of --task-text: give one of them" in both.output
+    for name in ("--task-text", "--n-sessions", "--token-budget", "--exclude-session-id", "--agent-id"):
+        assert name in shown
+    assert not re.search(r"--(task|sessions|budget|exclude-session|agent)\b(?!-)", shown)
+    for old, new, value in (("--task", "--task-text", "a"), ("--agent", "--agent-id", "x")):
+        both = shop("recall", *auto, old, value, new, value)
+        assert both.exit_code == 2 and f"{old} is the former name of {new}: give one of them" in both.output
+
+
+def test_former_agent_name_on_embed(run):
+    """embed, worker and summarize have an --agent-id of their own (default: every agent);
+    --agent still works there too."""
+    run("import", FIXTURES / "reports.jsonl")
+    for flag in ("--agent", "--agent-id"):
+        assert json.loads(run("embed", "--dry-run", "--json", flag, "nobody").stdout)["pending"] == 0
+    assert json.loads(run("embed", "--dry-run", "--json").stdout)["pending"] == 2
 
 
 ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
