@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import psycopg
 
-from . import _config, _db, _migrate
+from . import _config, _db
 from ._errors import PyrecallError, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -61,6 +61,24 @@ def agent_option(fn):
                         help="Agent whose memory to use (env: PYRECALL_AGENT).")(fn)
 
 
+def former_name(old: str, param: str, **attrs):
+    """Keep ``old``, an option's former name, working (hidden from --help) for ``param``."""
+    hidden = f"_former_{param}"
+    new = "--" + param.replace("_", "-")
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            value = kwargs.pop(hidden)
+            if value is not None:
+                if kwargs.get(param) is not None:
+                    raise click.UsageError(f"{old} is the former name of {new}: give one of them")
+                kwargs[param] = value
+            return fn(*args, **kwargs)
+        return click.option(old, hidden, hidden=True, default=None, **attrs)(wrapper)
+    return decorate
+
+
 def json_option(fn):
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
@@ -87,11 +105,18 @@ def _check_model(embedder) -> None:
                                    f"{_error_text(exc)}") from None
 
 
-def _client(dsn: str | None, model: str | None = None):
+def _client(dsn: str | None, model: str | None = None, *, embedder=None):
     """A Recall client: the database is installed on first use, as the Python client does."""
     from .client import Recall
 
-    return Recall(dsn, embedder=_embedder(model))
+    return Recall(dsn, embedder=embedder or _embedder(model))
+
+
+def _bare_client(dsn: str | None):
+    """A Recall client that installs nothing by itself (for `pyrecall migrate`)."""
+    from .client import Recall
+
+    return Recall(dsn, migrate=False)
 
 
 def _stderr_console():
@@ -358,8 +383,8 @@ def migrate(ctx, dim, dry_run, dsn):
     """
     if ctx.invoked_subcommand is not None:
         return
-    with _db.connect(dsn) as conn:
-        report = _migrate.migrate(conn, dim=dim, dry_run=dry_run)
+    with _bare_client(dsn) as r:
+        report = r.migrate(dim=dim, dry_run=dry_run)
     if dry_run:
         click.echo(f"would apply: {', '.join(report.pending) or 'nothing'}; "
                    f"would re-apply functions: {', '.join(report.functions)} (dim {report.dim})")
@@ -378,8 +403,8 @@ def migrate_status(dsn):
     Example:
       pyrecall migrate status
     """
-    with _db.connect(dsn) as conn:
-        states = _migrate.status(conn)
+    with _bare_client(dsn) as r:
+        states = r.migration_status()
     for s in states:
         click.echo(f"{s.state:8} {s.name}  {s.applied_at or ''}".rstrip())
     if any(s.state == "changed" for s in states):
@@ -418,11 +443,12 @@ def migrate_status(dsn):
               "context as the JSON a SessionStart hook answers with (Codex CLI, Gemini CLI).")
 @click.option("--by-session", is_flag=True,
               help="Session-aware: the best sessions first, then their best chunks.")
-@click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=None,
+@click.option("--n-sessions", type=click.IntRange(1, 100), default=None, metavar="N",
               help="With --by-session: how many sessions [default: recall.session_recall's, 10].")
 @click.option("--auto", is_flag=True, help="The session-start context: recent work on this "
-              "project and branch, work related to --task, failures to avoid.")
-@click.option("--task", default=None, help="With --auto: what the new session is about.")
+              "project and branch, work related to --task-text, failures to avoid.")
+@click.option("--task-text", default=None, metavar="TEXT",
+              help="With --auto: what the new session is about [default: QUERY].")
 @click.option("--exclude-session", default=None, metavar="SESSION",
               help="Leave out this session (the current one).")
 @click.option("--hook", is_flag=True, help="Read a SessionStart hook's JSON from stdin (Claude "
@@ -445,8 +471,10 @@ def migrate_status(dsn):
 @model_option
 @dsn_option
 @handle_errors
+@former_name("--sessions", "n_sessions", type=click.IntRange(1, 100))
+@former_name("--task", "task_text")
 def recall(query, agent, project, branch, k, budget, since, until, filters, min_similarity, weights,
-           fmt, by_session, n_sessions, auto, task, exclude_session, hook, source_agent, kinds,
+           fmt, by_session, n_sessions, auto, task_text, exclude_session, hook, source_agent, kinds,
            turns_per_session, as_of, all_projects, model, dsn):
     """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
     recency and importance (recall.hybrid_recall); session-aware with --by-session
@@ -463,7 +491,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
       pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
-      pyrecall recall --auto --task "deploy the API to staging"
+      pyrecall recall --auto --task-text "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
     from . import _render
@@ -478,15 +506,15 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
             raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since/"
                                    "--until/--filter/--source-agent/--min-similarity/--weights/"
                                    "--turns-per-session")
-        task = task if task is not None else query
+        task_text = task_text if task_text is not None else query
         if project is None and not hook:
             project, detected = git_scope()
             branch = branch if branch is not None else detected
         fmt = fmt or "context"
         budget = 4000 if budget is None else budget
     else:
-        if task is not None:
-            raise click.UsageError("--task goes with --auto")
+        if task_text is not None:
+            raise click.UsageError("--task-text goes with --auto")
         if not query or not query.strip():
             raise click.UsageError("give a QUERY (or --auto for the session-start context)")
         fmt = fmt or "table"
@@ -509,7 +537,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     r = _client(dsn, model)
     try:
         if auto:
-            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task_text,
                                     token_budget=budget, exclude_session_id=exclude_session,
                                     all_projects=all_projects, as_of=as_of)
             mode = "auto"
@@ -799,29 +827,21 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
       pyrecall worker --batch-size 128
       PYRECALL_SUMMARY_MODEL=openai/gpt-4o-mini pyrecall worker --summarize-after 30
     """
-    from . import _summarize, _worker
-
     embedder = _embedder(model)
     _check_model(embedder)
-    url = _db.resolve_dsn(dsn)
-    _client(url).close()  # install the schema on first use, check the connection
+    r = _client(dsn, embedder=embedder)  # installs the schema on first use, checks the connection
 
     def on_report(rep):
         click.echo(f"{datetime.now():%H:%M:%S} embedded {rep.embedded}, failed {rep.failed}, "
                    f"pending {rep.pending} ({rep.seconds:.1f} s)")
 
+    def on_summary(rep):
+        click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"
+                   + (f", {rep.written} by {llm}" if llm else "")
+                   + (f", {rep.failed} failed: {rep.errors[0]}" if rep.failed else ""))
+
     def on_term(signum, frame):
         raise KeyboardInterrupt
-
-    summarizer = None if no_summaries else _summarize.QuietSummarizer(
-        timedelta(minutes=quiet_minutes), agent_id=agent, model=llm or "")
-
-    def summarize(conn):
-        rep = summarizer.run(conn)
-        if rep.extractive:
-            click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"
-                       + (f", {rep.written} by {llm}" if llm else "")
-                       + (f", {rep.failed} failed: {rep.errors[0]}" if rep.failed else ""))
 
     previous = signal.signal(signal.SIGTERM, on_term)
     click.echo(f"worker: {embedder.model}, batches of {batch_size}"
@@ -829,15 +849,14 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
                   + (f" by {llm}" if llm else " (extractive)"))
                + "; Ctrl-C stops", err=True)
     try:
-        _worker.listen_loop(lambda: _db.connect(url),
-                            lambda conn: _worker.Worker(conn, embedder, batch_size=batch_size,
-                                                        agent=agent),
-                            idle_timeout=idle_timeout, on_report=on_report,
-                            between=None if summarizer is None else summarize)
+        r.run_worker(batch_size=batch_size, agent_id=agent, idle_timeout=idle_timeout,
+                     summarize_after=None if no_summaries else timedelta(minutes=quiet_minutes),
+                     summary_model=llm or "", on_report=on_report, on_summary=on_summary)
     except KeyboardInterrupt:
         click.echo("worker stopped", err=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        r.close()
 
 
 # ---------------------------------------------------------------- summarize

@@ -143,13 +143,34 @@ def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
 
 
 def test_auto_with_task_json(shop):
-    result = shop("recall", "--auto", "--task", "add a column with a migration", "--project",
+    result = shop("recall", "--auto", "--task-text", "add a column with a migration", "--project",
                   "/home/dev/shop", "--branch", "main", "--format", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["mode"] == "auto" and doc["source"] == "hybrid"
     assert {m["section"] for m in doc["memories"]} == {"recent", "related", "failures"}
     assert doc["tokens"] <= 4000
+
+
+def test_former_option_names_work_hidden(shop):
+    """--task and --sessions, the former names of --task-text and --n-sessions (the names of
+    recall.auto_context's and recall.session_recall's parameters), give the same answer, are
+    not in --help, and cannot be given beside the new name."""
+    def rows(*args):
+        result = shop("recall", *args, "--format", "json")
+        assert result.exit_code == 0, result.output
+        return [m["chunk_id"] for m in json.loads(result.stdout)["memories"]]
+
+    auto = ("--auto", "--project", "/home/dev/shop", "--branch", "main")
+    task = "add a column with a migration"
+    assert rows(*auto, "--task", task) == rows(*auto, "--task-text", task) != []
+    assert (rows("alembic migration", "--by-session", "--sessions", "1")
+            == rows("alembic migration", "--by-session", "--n-sessions", "1") != [])
+    shown = shop("recall", "--help").stdout
+    assert "--task-text" in shown and "--n-sessions" in shown
+    assert not re.search(r"--task\b(?!-)|--sessions", shown)
+    both = shop("recall", *auto, "--task", "a", "--task-text", "b")
+    assert both.exit_code == 2 and "--task is the former name of --task-text: give one of them" in both.output
 
 
 ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
@@ -159,7 +180,7 @@ ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept
 
 @pytest.mark.parametrize("args", [
     ["recall", "alembic migration", "--format", "json"],
-    ["recall", "--auto", "--task", "add a column with a migration", "--hook", "--format", "json"],
+    ["recall", "--auto", "--task-text", "add a column with a migration", "--hook", "--format", "json"],
 ])
 def test_one_shot_recall_does_not_import_torch(shop_url, local_model, args):
     # A new process, as a shell or a hook runs it: the query is embedded by meaning (ONNX
@@ -343,7 +364,7 @@ BAD_DSN = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
 ERRORS = [  # args, exit status, message
     (["recall"], 2, "give a QUERY (or --auto for the session-start context)"),
     (["recall", "x", "--since", "yesterday"], 2, "'yesterday': expected a duration like 7d"),
-    (["recall", "x", "--task", "t"], 2, "--task goes with --auto"),
+    (["recall", "x", "--task-text", "t"], 2, "--task-text goes with --auto"),
     (["recall", "--auto", "--by-session"], 2, "--auto chooses its own memories"),
     (["recall", "x", "-k", "0"], 2, "0 is not in the range 1<=x<=1000"),
     (["recall", "x", "--format", "yaml"], 2, "'yaml' is not one of"),
