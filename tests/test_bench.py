@@ -546,3 +546,4 @@ def test_bench_index_small(server_url):
         assert report[key] > 0, key
     for run in ("cold_recall", "cold_auto_hook", "cold_help"):
         assert len(report[run]["runs_s"]) == 1 and report[run]["median_s"] > 0
+        assert 0 < report[run]["median_cpu_s"] < 60, run
