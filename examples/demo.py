@@ -47,7 +47,7 @@ def main_demo() -> None:
     run("summarize")
     run("sessions")
     run("recall", "--auto", "--task-text", "deploy the API to staging", "--project", PROJECT,
-        "--branch", BRANCH, "--budget", "2000", "--format", "context")
+        "--branch", BRANCH, "--token-budget", "2000", "--format", "context")
     run("recall", "how did we fix the docker deployment?", "-k", "3")
     print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
           "Yours: pyrecall import ~/.claude/projects && pyrecall embed  (see README.md for the "
