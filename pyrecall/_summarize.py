@@ -58,7 +58,7 @@ select s.agent_id, s.session_id, 'summary', 0, 0, '{}', %(chunk)s,
        s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
          || jsonb_build_object('summary_model', %(model)s::text)
 from s
-on conflict (session_id, kind, first_seq, part) do update
+on conflict (agent_id, session_id, kind, first_seq, part) do update
   set content = excluded.content, n_tokens = excluded.n_tokens, created_at = excluded.created_at,
       metadata = excluded.metadata,
       embedding = case when c.content = excluded.content then c.embedding end,

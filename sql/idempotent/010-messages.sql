@@ -509,7 +509,7 @@ begin
     select agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens,
            created_at, importance, metadata
     from rows_
-    on conflict (session_id, kind, first_seq, part) do update
+    on conflict (agent_id, session_id, kind, first_seq, part) do update
       set message_ids     = excluded.message_ids,
           content         = excluded.content,
           created_at      = excluded.created_at,
