@@ -72,11 +72,14 @@ on conflict (agent_id, session_id) do update
          coalesce(excluded.branch, s.branch), s.metadata || excluded.metadata)
 """)
 
+# a session id held by another agent (and not by this one: on a Citus cluster, where a session
+# id is unique within its agent only, two agents may each hold one)
 FOREIGN_SESSIONS = sql.SQL("""
 select st.session_id, s.agent_id
 from {sessions} st
 join recall.sessions s using (session_id)
 where s.agent_id <> st.agent_id
+  and not exists (select from recall.sessions o where o.agent_id = st.agent_id and o.session_id = st.session_id)
 limit 1
 """)
 
