@@ -61,22 +61,24 @@ insert into recall.sessions as s
 select session_id, agent_id, title, project, branch, coalesce(started_at, now()), ended_at,
        coalesce(metadata, '{{}}')
 from {sessions} st
-on conflict (session_id) do update
+on conflict (agent_id, session_id) do update
   set title    = coalesce(excluded.title, s.title),
       project  = coalesce(excluded.project, s.project),
       branch   = coalesce(excluded.branch, s.branch),
       metadata = s.metadata || excluded.metadata
-  where s.agent_id = excluded.agent_id
-    and (s.title, s.project, s.branch, s.metadata) is distinct from
+  where (s.title, s.project, s.branch, s.metadata) is distinct from
         (coalesce(excluded.title, s.title), coalesce(excluded.project, s.project),
          coalesce(excluded.branch, s.branch), s.metadata || excluded.metadata)
 """)
 
+# a session id held by another agent (and not by this one: on a Citus cluster, where a session
+# id is unique within its agent only, two agents may each hold one)
 FOREIGN_SESSIONS = sql.SQL("""
 select st.session_id, s.agent_id
 from {sessions} st
 join recall.sessions s using (session_id)
 where s.agent_id <> st.agent_id
+  and not exists (select from recall.sessions o where o.agent_id = st.agent_id and o.session_id = st.session_id)
 limit 1
 """)
 

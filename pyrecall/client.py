@@ -123,7 +123,7 @@ from recall.sessions s cross join lateral (
   select count(*) filter (where x.kind = 'text' and (x.role = 'user'
                           or s.metadata->>'chunking' = 'window')) as turns,
          min(x.created_at) as first_at, max(x.created_at) as last_at
-  from recall.messages x where x.session_id = s.session_id) m
+  from recall.messages x where x.agent_id = s.agent_id and x.session_id = s.session_id) m
 where s.session_id = any(%s)
 """
 
@@ -133,9 +133,10 @@ select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' a
        m.messages, m.turns,
        extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
                           - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
-       (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
-         where c.session_id = s.session_id and c.embedding is null) as pending,
+         where c.agent_id = s.agent_id and c.session_id = s.session_id) as chunks,
+       (select count(*) from recall.chunks c
+         where c.agent_id = s.agent_id and c.session_id = s.session_id and c.embedding is null) as pending,
        s.summary
 from (select * from recall.sessions s
       where s.agent_id = %(agent)s
@@ -150,14 +151,14 @@ cross join lateral (
                             and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
          min(x.created_at) as first_at, max(x.created_at) as last_at
   from recall.messages x
-  where x.session_id = s.session_id) m
+  where x.agent_id = s.agent_id and x.session_id = s.session_id) m
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 """
 
 SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, started_at, ended_at, "
-                    "summary, summary_model, metadata from recall.sessions where session_id = %s")
+                    "summary, summary_model, metadata from recall.sessions where agent_id = %s and session_id = %s")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
-                     "where session_id = %s order by seq")
+                     "where agent_id = %s and session_id = %s order by seq")
 
 
 def _dicts(cur) -> list[dict]:
@@ -760,8 +761,8 @@ class Recall:
         """One session (by id or unique prefix) with its messages in order, under
         ``"messages"``; NotFoundError when the agent has no such session."""
         session_id = self.resolve_session(agent_id, session_id)
-        session = _dicts(self.conn.execute(SHOW_SESSION_SQL, [session_id]))[0]
-        return {**session, "messages": _dicts(self.conn.execute(SHOW_MESSAGES_SQL, [session_id]))}
+        session = _dicts(self.conn.execute(SHOW_SESSION_SQL, [agent_id, session_id]))[0]
+        return {**session, "messages": _dicts(self.conn.execute(SHOW_MESSAGES_SQL, [agent_id, session_id]))}
 
     def session_infos(self, session_ids: Iterable[str]) -> dict[str, SessionInfo]:
         """Title, project, branch, start, turns and time span of the sessions named (the
