@@ -257,3 +257,30 @@ def test_another_roles_definer_function_gets_v5s_path(world_url, who, author, ru
     finally:
         with owner(world_url) as o:
             o.execute(f"drop schema {schema} cascade")
+
+
+def test_two_agents_with_one_session_id_each_get_their_own_session(db_url):
+    """As on a Citus cluster (UNIQUE (session_id) dropped; migration 010-agent-first-keys), two
+    agents hold the session 'shared': v6 joins a chunk to its session by (agent_id, session_id),
+    so each agent's rows come once, with its own session's title, and its auto_context names its
+    own session only (a lookup by session id alone would return two titles, or fail)."""
+    with owner(db_url) as c:
+        c.execute("alter table recall.sessions drop constraint sessions_session_id_key")
+        for agent, topic in (("ann", "kubernetes ingress"), ("bob", "postgres replication")):
+            c.execute("insert into recall.sessions (session_id, agent_id, title, project) "
+                      "values ('shared', %s, %s, 'infra')", [agent, f"{topic} night"])
+            c.execute("insert into recall.messages (session_id, agent_id, role, content) "
+                      "values ('shared', %s, 'user', %s), ('shared', %s, 'assistant', %s)",
+                      [agent, f"the {topic} broke again", agent, f"fixed the {topic} config"])
+        for agent, topic in (("ann", "kubernetes"), ("bob", "postgres")):
+            rows = c.execute("select chunk_id, agent_id, session_title from recall.hybrid_recall_v6(%s, 'broke config again')",
+                             [agent]).fetchall()
+            assert rows and len({r[0] for r in rows}) == len(rows)
+            assert {(r[1], r[2].split()[0]) for r in rows} == {(agent, topic)}
+            rows = c.execute("select agent_id, session_title from recall.session_recall_v6(%s, 'broke config again')",
+                             [agent]).fetchall()
+            assert rows and {(r[0], r[1].split()[0]) for r in rows} == {(agent, topic)}
+            rows = c.execute("select agent_id, session_title, content from recall.auto_context_v6(%s, project => 'infra')",
+                             [agent]).fetchall()
+            assert rows and {(r[0], r[1].split()[0]) for r in rows} == {(agent, topic)}
+            assert all(topic in r[2] for r in rows)

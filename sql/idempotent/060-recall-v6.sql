@@ -25,7 +25,10 @@
 -- v6 equals v5 (same ids, order, scores, columns) for every caller allowed to read the agent
 -- (tests/test_recall_v6.py). What changes: a call for an agent the caller may not read raises
 -- 42501 (v5 returned no row), and session_recall reads session titles and message roles for
--- the rows it returns only (v5: for its whole pool of up to 1000; issue 19).
+-- the rows it returns only (v5: for its whole pool of up to 1000; issue 19); and v6 joins a
+-- chunk to its session, and a session to its chunks, by (agent_id, session_id) (migration
+-- 010-agent-first-keys: on a Citus cluster two agents may hold one session id), the same rows
+-- on one node. v5's fill (recall._fill_v5, reused) still looks a chunk's parts up by session id.
 
 -- _session_role_v6: the role whose rights a statement of this session is checked with outside
 -- any SECURITY DEFINER function: the role set by SET ROLE (set_config('role', ...)), else the
@@ -310,7 +313,8 @@ begin
          b.message_ids,
          case when b.kind = 'memory' then b.chunk_id end,
          b.agent_id,
-         case when p_labels then (select s.title from recall.sessions s where s.session_id = b.session_id) end,
+         case when p_labels then (select s.title from recall.sessions s
+                                 where s.agent_id = b.agent_id and s.session_id = b.session_id) end,
          case when p_labels then
            (select string_agg(r.role, '+' order by r.first_at)
             from (select m.role, min(u.i) as first_at
@@ -493,7 +497,7 @@ begin
                                                           _session_recall_v6.query_embedding), 0)
              as session_score
     from per_session ps
-    join recall.sessions s on s.session_id = ps.session_id
+    join recall.sessions s on s.agent_id = _session_recall_v6.agent_id and s.session_id = ps.session_id
   ),
   top_sessions as (
     select x.session_id, x.session_score,
@@ -534,7 +538,7 @@ begin
          x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
          x.message_ids, x.session_rank, x.session_score,
          x.memory_id, x.agent_id,
-         (select s.title from recall.sessions s where s.session_id = x.session_id),
+         (select s.title from recall.sessions s where s.agent_id = x.agent_id and s.session_id = x.session_id),
          (select string_agg(r.role, '+' order by r.first_at)
           from (select m.role, min(u.i) as first_at
                 from unnest(x.message_ids) with ordinality as u(message_id, i)
@@ -695,7 +699,8 @@ begin
     if latest is not null and related_embedding is null then
       select avg(c.embedding) into related_embedding
       from recall.chunks c
-      where c.session_id = latest and c.embedding is not null and c.kind <> 'summary';
+      where c.agent_id = auto_context_v6.agent_id and c.session_id = latest
+        and c.embedding is not null and c.kind <> 'summary';
     end if;
   end if;
 
@@ -789,7 +794,7 @@ begin
       from recall.chunks c
       cross join lateral unnest(c.message_ids) as u(message_id)
       join recall.messages m on m.message_id = u.message_id
-      where c.session_id = f.session_id
+      where c.agent_id = auto_context_v6.agent_id and c.session_id = f.session_id
         and c.kind in ('thinking', 'message', 'turn_pair', 'window')
         and m.role = 'assistant' and m.seq > f.last_seq
         and not recall._is_failure(c.kind, c.content, c.metadata)
@@ -845,7 +850,8 @@ begin
     where r.chunk_id not in (select chunk_id from shown)
       and not (c.kind = 'code' and exists (
             select from recall.chunks o
-            where o.kind in ('turn_pair', 'window', 'message') and o.message_ids @> c.message_ids
+            where o.agent_id = auto_context_v6.agent_id
+              and o.kind in ('turn_pair', 'window', 'message') and o.message_ids @> c.message_ids
               and (o.chunk_id in (select chunk_id from shown)
                    or o.chunk_id in (select chunk_id from related))))
   ),
@@ -889,7 +895,7 @@ begin
          c.memory_kind
   from ordered o
   join recall.chunks c on c.chunk_id = o.chunk_id
-  left join recall.sessions s on s.session_id = c.session_id
+  left join recall.sessions s on s.agent_id = c.agent_id and s.session_id = c.session_id
   order by o.pos;
 end
 $$;
