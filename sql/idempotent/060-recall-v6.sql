@@ -12,8 +12,9 @@
 -- How: the search itself (the text plan, the vector arm, the text arm: they read only the
 -- chunks whose agent_id is the one asked, and return chunk ids and text ranks) runs as the
 -- schema owner in one SECURITY DEFINER function, recall._recall_arms_v6, after
--- recall._check_reader_v6 has decided, exactly as the tables' policies do, that the calling
--- role may read that agent (else 42501 and no row). Everything else (reading the candidates'
+-- recall._check_reader_v6 has decided, as the chunks' policies do, that the calling role may
+-- read that agent (else 42501 and no row; a change of those policies must change it too:
+-- tests/test_recall_v6.py compares the two for 14 kinds of role). Everything else (reading the candidates'
 -- rows, scores, sessions, messages, the budget fill) runs as the caller, under row-level
 -- security, reading by primary key (`chunk_id = any ($1)`, int8 equality, is leakproof: the
 -- index serves). So the content of a row never passes through the owner's rights: a
