@@ -245,6 +245,7 @@ def _free_port() -> int:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # (a port in TIME_WAIT is free)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -378,18 +379,27 @@ def up(data_dir: Path | None = None, *, base_port: int | None = None,
     coordinator, workers = members[0], members[1:]
     for node in members:
         with _connect(node, "postgres") as conn:
-            if not conn.execute("select from pg_database where datname = %s", [DATABASE]).fetchone():
+            if not conn.execute("select 1 from pg_database where datname = %s", [DATABASE]).fetchone():
                 conn.execute(sql.SQL("create database {}").format(sql.Identifier(DATABASE)))
         with _connect(node) as conn:
-            conn.execute("create extension if not exists citus")
-            conn.execute("create extension if not exists vector")
+            have = {r[0] for r in conn.execute("select extname from pg_extension")}
+            for ext in ("citus", "vector"):   # (DDL on a worker of a running cluster is refused)
+                if ext not in have:
+                    conn.execute(sql.SQL("create extension {}").format(sql.Identifier(ext)))
     with _connect(coordinator) as conn:
         conn.execute("select citus_set_coordinator_host('127.0.0.1', %s)", [coordinator.port])
         known = {r[0] for r in conn.execute("select nodeport from pg_dist_node where noderole = 'primary'")}
         for w in workers:
             if w.port not in known:
                 conn.execute("select citus_add_node('127.0.0.1', %s)", [w.port])
-        if migrate:
+        distributed = conn.execute(
+            "select to_regclass('recall.chunks') is not null and exists (select from pg_dist_partition "
+            "where logicalrelid = to_regclass('recall.chunks'))").fetchone()[0]
+        if migrate and distributed:
+            # a second `make citus-up`: the schema is there and distributed; the idempotent files
+            # cannot be applied again through Citus (docs/SCALING.md)
+            say("the schema is already distributed: not migrated again")
+        elif migrate:
             _migrate.migrate(conn)
         if distribute:
             # the procedure, then its call on its own (a CALL in a multi-statement string runs

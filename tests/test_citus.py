@@ -26,6 +26,9 @@ FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
         "shared_buffers": "128MB", "max_connections": "100", "max_prepared_transactions": "100"}
 
 
+DATA_DIR: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """(coordinator URL, {node name: Node}) of a cluster of this test session."""
@@ -36,6 +39,7 @@ def cluster():
     os.chmod(tmp, 0o755)
     try:
         url = _citus.up(tmp, base_port=0, settings=FAST)
+        DATA_DIR["cluster"] = tmp
         yield url, {n.name: n for n in _citus.nodes(_citus.cluster_dir(tmp))}
     finally:
         _citus.down(tmp)
@@ -95,6 +99,14 @@ def test_tables_distributed_by_agent_and_co_located(coord):
         "select result from run_command_on_workers($$select current_setting('citus.enable_unsafe_triggers') "
         "|| ',' || current_setting('citus.propagate_set_commands')$$)").fetchall()
     assert [r[0] for r in on_workers] == ["on,local", "on,local"]
+
+
+def test_citus_up_again_finds_the_running_cluster(cluster, coord):
+    """A second `make citus-up`: the same URL, nothing migrated or distributed twice."""
+    said: list[str] = []
+    assert _citus.up(DATA_DIR["cluster"], settings=FAST, say=said.append) == cluster[0]
+    assert "not migrated again" in " ".join(said)
+    assert coord.execute("select count(*) from pg_dist_node where noderole = 'primary'").fetchone()[0] == 3
 
 
 def test_a_recall_call_runs_on_the_worker_holding_its_agent(coord, cluster):
