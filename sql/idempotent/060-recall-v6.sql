@@ -113,6 +113,528 @@ begin
 end
 $$;
 
+-- The search helpers of v6: PL/pgSQL copies of v3's text plan (recall._text_plan_v3), v4's
+-- text arm (recall._text_arm_v4) and the scoped vector arm (recall._vector_arm_scoped and its
+-- exact scan, sql/idempotent/015-vector-arm.sql), the same statements and answers. Why copies:
+-- on a Citus cluster (docs/SCALING.md) a recall call runs on the agent's worker, where Citus
+-- plans every query on a distributed table; it cannot plan one with parameters inside a
+-- SQL-language function ("could not create distributed plan"), and it can inside PL/pgSQL.
+-- Every query in them names the agent (agent_id = p_agent_id), so Citus routes it to the
+-- agent's shard.
+
+create or replace function recall._text_plan_v6(p_agent_id text, query_text text,
+                                                out rank_q tsquery, out match_q tsquery,
+                                                out agent_rows float8, out lexemes text[],
+                                                out idfs float8[], out avg_len float8)
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  select * into rank_q, match_q, agent_rows, lexemes, idfs, avg_len
+  from (
+  with
+  conf as (
+    select coalesce(max(value::float8) filter (where key = 'text_common_share'), 0.5) as common_share,
+           coalesce(max(value::int) filter (where key = 'text_df_sample'), 100) as sample_size,
+           coalesce(max(value::float8) filter (where key = 'text_match_max_rows'), 5000) as match_max
+    from recall.config
+    where key in ('text_common_share', 'text_df_sample', 'text_match_max_rows')
+  ),
+  words as (
+    select distinct w.lexeme, quote_literal(w.lexeme)::tsquery as q
+    from unnest(to_tsvector('english', query_text)) w
+    where query_text is not null and query_text !~ '"|(^|\s)-\w'
+  ),
+  -- the agent's newest chunks: the B-tree (agent_id, created_at) gives them in order
+  sample as (
+    select strip(c.tsv) as tsv, c.created_at
+    from recall.chunks c
+    where c.agent_id = p_agent_id and exists (select from words)
+    order by c.created_at desc
+    limit (select sample_size from conf)
+  ),
+  sampled as (
+    select count(*) as n, min(created_at) as oldest_sampled, max(created_at) as newest,
+           avg(length(tsv))::float8 as avg_len
+    from sample
+  ),
+  -- the agent's size: the sample itself when it is not full, else extrapolated over time
+  size_ as (
+    select case
+      when s.n = 0 then null
+      when s.n < conf.sample_size then s.n::float8
+      else s.n * greatest(1, extract(epoch from s.newest - (select min(c.created_at) from recall.chunks c
+                                                             where c.agent_id = p_agent_id))
+                             / greatest(extract(epoch from s.newest - s.oldest_sampled), 1))::float8
+    end as n
+    from sampled s, conf
+  ),
+  share as (
+    select w.lexeme,
+           (select count(*) from sample s where s.tsv @@ w.q)::float8 / greatest(sampled.n, 1) as share
+    from words w, sampled
+  ),
+  -- too few chunks to tell, or every word is common: every word is kept, and matched
+  fallback as (
+    select (select n from sampled) < 20
+           or not exists (select from share s, conf where s.share <= conf.common_share) as yes
+  ),
+  kept as (
+    select s.lexeme, s.share,
+           f.yes or s.share * size_.n <= conf.match_max as matchable,
+           row_number() over (order by s.share, s.lexeme) as rarity,
+           greatest(size_.n, 1) as n
+    from share s, conf, size_, fallback f
+    where f.yes or s.share <= conf.common_share
+  ),
+  plan as (
+    select string_agg(quote_literal(lexeme), ' | ' order by lexeme)::tsquery as rank_q,
+           coalesce(string_agg(quote_literal(lexeme), ' | ' order by lexeme) filter (where matchable),
+                    max(quote_literal(lexeme)) filter (where rarity = 1))::tsquery as match_q,
+           array_agg(lexeme order by lexeme) as lexemes,
+           array_agg(ln(1 + (n - share * n + 0.5) / (share * n + 0.5)) order by lexeme) as idfs
+    from kept
+  )
+  -- no word to look up (stop words only, or a websearch query): _text_query's tsquery
+  select coalesce(p.rank_q, recall._text_query(query_text)),
+         coalesce(p.match_q, recall._text_query(query_text)),
+         (select n from size_), p.lexemes, p.idfs,
+         (select s.avg_len from sampled s)
+  from plan p
+  ) x;
+end
+$$;
+
+create or replace function recall._text_arm_v6(
+  p_agent_id text, p_match tsquery, p_rank tsquery, p_agent_rows float8, p_lexemes text[],
+  p_idfs float8[], p_avg_len float8, p_n int, p_also bigint[],
+  p_exclude_session_id text, p_filters jsonb[], p_kinds text[], p_since timestamptz,
+  p_until timestamptz, p_as_of timestamptz, p_project text)
+returns table (chunk_id bigint, text_rank float8)
+language plpgsql stable rows 200
+set search_path to pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  return query
+  with
+  conf as (
+    select coalesce(max(value::float8) filter (where key = 'text_scan_max_rows'), 2000) as scan_max,
+           coalesce(max(value::float8) filter (where key = 'text_pair_min_rows'), 10000) as pair_min
+    from recall.config
+    where key in ('text_scan_max_rows', 'text_pair_min_rows')
+  ),
+  words as (
+    select u.i, quote_literal(u.lexeme)::tsquery as q, u.idf,
+           p_match @> quote_literal(u.lexeme)::tsquery as matched
+    from unnest(p_lexemes, p_idfs) with ordinality as u(lexeme, idf, i)
+  ),
+  total as (select sum(w.idf order by w.i) as idf from words w),
+  wq as (
+    select array_agg(w.q order by w.i) as q, array_agg(w.idf order by w.i) as idf, count(*) as n
+    from words w
+  ),
+  -- an agent estimated above text_pair_min_rows chunks: first the chunks holding two different
+  -- match words ('a' & 'b' | 'a' & 'c' | ...: one GIN scan)
+  pair_q as (
+    select string_agg(format('(%s & %s)', a.q, b.q), ' | ')::tsquery as q
+    from words a join words b on a.i < b.i
+    where a.matched and b.matched and p_agent_rows > (select pair_min from conf)
+  ),
+  pair_hits as materialized (
+    select c.chunk_id, c.tsv
+    from recall.chunks c
+    where c.tsv @@ (select q from pair_q)
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filters is null or c.metadata @> any (p_filters))
+      and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+           or (c.kind = 'memory' and not c.metadata ? 'project'))
+      and (c.valid_until is null or c.valid_until > p_as_of)
+      and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+  ),
+  pairs as (select count(*) >= p_n as yes from pair_hits),
+  -- the chunks to score: the hits (or, with enough of them, the pair hits), then the other
+  -- arm's candidates
+  cands as (
+    select h.chunk_id, h.tsv, true as hit
+    from pair_hits h
+    where (select yes from pairs)
+    union all
+    -- a small agent: its rows by the B-tree, each tested (coalesce() keeps the GIN index out)
+    select c.chunk_id, c.tsv, true
+    from recall.chunks c
+    where p_match is not null and p_agent_rows <= (select scan_max from conf)
+      and not (select yes from pairs)
+      and c.agent_id = p_agent_id
+      and coalesce(c.tsv, ''::tsvector) @@ p_match
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filters is null or c.metadata @> any (p_filters))
+      and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+           or (c.kind = 'memory' and not c.metadata ? 'project'))
+      and (c.valid_until is null or c.valid_until > p_as_of)
+      and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+    union all
+    -- a larger one (or one of unknown size): the GIN index
+    select c.chunk_id, c.tsv, true
+    from recall.chunks c
+    where p_match is not null and not coalesce(p_agent_rows <= (select scan_max from conf), false)
+      and not (select yes from pairs)
+      and c.tsv @@ p_match
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filters is null or c.metadata @> any (p_filters))
+      and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+           or (c.kind = 'memory' and not c.metadata ? 'project'))
+      and (c.valid_until is null or c.valid_until > p_as_of)
+      and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+    union all
+    select c.chunk_id, c.tsv, false
+    from recall.chunks c
+    where c.chunk_id = any (p_also) and c.agent_id = p_agent_id
+  ),
+  -- each candidate once: the idf of the words it holds, its length, and for a websearch query
+  -- its ts_rank_cd. Up to 12 words the idf sum is written out (a subquery or a join with the
+  -- words costs ~1.3 us more a candidate); a word not held adds an exact 0, so the sum is bit
+  -- for bit the ordered sum over the words held; none held gives 0 (scored as NULL is)
+  held as (
+    select c.chunk_id, c.hit,
+           case when (select n from wq) <= 12 then
+             case when c.tsv @@ (select q from wq)[1] then (select idf from wq)[1] else 0 end +
+             case when c.tsv @@ (select q from wq)[2] then (select idf from wq)[2] else 0 end +
+             case when c.tsv @@ (select q from wq)[3] then (select idf from wq)[3] else 0 end +
+             case when c.tsv @@ (select q from wq)[4] then (select idf from wq)[4] else 0 end +
+             case when c.tsv @@ (select q from wq)[5] then (select idf from wq)[5] else 0 end +
+             case when c.tsv @@ (select q from wq)[6] then (select idf from wq)[6] else 0 end +
+             case when c.tsv @@ (select q from wq)[7] then (select idf from wq)[7] else 0 end +
+             case when c.tsv @@ (select q from wq)[8] then (select idf from wq)[8] else 0 end +
+             case when c.tsv @@ (select q from wq)[9] then (select idf from wq)[9] else 0 end +
+             case when c.tsv @@ (select q from wq)[10] then (select idf from wq)[10] else 0 end +
+             case when c.tsv @@ (select q from wq)[11] then (select idf from wq)[11] else 0 end +
+             case when c.tsv @@ (select q from wq)[12] then (select idf from wq)[12] else 0 end
+           else (select sum(w.idf order by w.i) from words w where c.tsv @@ w.q) end as idf,
+           length(c.tsv) as len,
+           case when p_lexemes is null and c.tsv @@ p_rank then ts_rank_cd(c.tsv, p_rank, 1) end as cd
+    from cands c
+  ),
+  scored as materialized (
+    select h.chunk_id, h.hit,
+           case
+             when p_lexemes is not null then
+               coalesce(h.idf / nullif((select idf from total), 0)
+                        * 1.6 / (1.6 + 0.6 * h.len / greatest(p_avg_len, 1)), 0)
+             when h.cd is not null then h.cd / (h.cd + 0.1)
+             else 0
+           end::float8 as text_rank
+    from held h
+  ),
+  -- with the pair hits only: the p_n-th best of them. A chunk holding one match word w (and
+  -- any of the non-match words) scores below (idf(w) + their idf) / total (the length factor
+  -- 1.6 / (1.6 + 0.6 len / avg_len) is < 1), so only the words whose bound reaches that score
+  -- can bring a chunk into the top p_n: those chunks are read too. The answer is v3's.
+  kth as (
+    select s.text_rank as s
+    from scored s
+    where s.hit and (select yes from pairs)
+    order by s.text_rank desc, s.chunk_id
+    offset p_n - 1 limit 1
+  ),
+  nonmatch as (select coalesce(sum(w.idf), 0) as idf from words w where not w.matched),
+  single_q as (
+    select string_agg(w.q::text, ' | ')::tsquery as q
+    from words w, kth, total, nonmatch
+    where w.matched and (w.idf + nonmatch.idf) / nullif(total.idf, 0) >= kth.s * (1 - 1e-9)
+  ),
+  singles as (
+    select c.chunk_id,
+           coalesce((select sum(w.idf order by w.i) from words w where c.tsv @@ w.q)
+                    / nullif((select idf from total), 0)
+                    * 1.6 / (1.6 + 0.6 * length(c.tsv) / greatest(p_avg_len, 1)), 0)::float8 as text_rank
+    from recall.chunks c
+    where c.tsv @@ (select q from single_q)
+      and not c.tsv @@ (select q from pair_q)
+      and c.agent_id = p_agent_id
+      and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+      and (p_filters is null or c.metadata @> any (p_filters))
+      and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+           or (c.kind = 'memory' and not c.metadata ? 'project'))
+      and (c.valid_until is null or c.valid_until > p_as_of)
+      and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)
+      and (p_kinds is null or c.kind = any (p_kinds))
+      and (p_since is null or c.created_at >= p_since)
+      and (p_until is null or c.created_at < p_until)
+  ),
+  best as (
+    select x.chunk_id, x.text_rank
+    from (select s.chunk_id, s.text_rank from scored s where s.hit
+          union all
+          select g.chunk_id, g.text_rank from singles g) x
+    order by x.text_rank desc, x.chunk_id
+    limit p_n
+  )
+  select b.chunk_id, b.text_rank from best b
+  union
+  select s.chunk_id, s.text_rank from scored s where not s.hit;
+end
+$$;
+
+create or replace function recall._vector_exact_v6(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filters jsonb[],
+  p_kinds text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_project text,
+  p_any_validity boolean default false)
+returns table (chunk_id bigint, distance double precision)
+language plpgsql stable rows 100
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  return query
+
+  select c.chunk_id, (c.embedding <=> p_query) + 0 as distance
+  from recall.chunks c
+  where c.agent_id = p_agent_id and c.embedding is not null
+    and c.created_at >= coalesce(p_since, '-infinity') and c.created_at < coalesce(p_until, 'infinity')
+    and (p_exclude_session_id is null or c.session_id <> p_exclude_session_id)
+    and (p_filters is null or c.metadata @> any (p_filters))
+    and (p_kinds is null or c.kind = any (p_kinds))
+    and (p_project is null or c.metadata @> jsonb_build_object('project', p_project)
+         or (c.kind = 'memory' and not c.metadata ? 'project'))
+    and (p_any_validity
+         or ((c.valid_until is null or c.valid_until > p_as_of)
+             and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)))
+  order by 2, c.chunk_id
+  limit p_n;
+end
+$$;
+
+create or replace function recall._vector_arm_v6(
+  p_agent_id text, p_query vector, p_n int, p_exclude_session_id text, p_filters jsonb[],
+  p_kinds text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_project text,
+  p_any_validity boolean default false)
+returns table (chunk_id bigint, distance double precision)
+language plpgsql volatile rows 100
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  idx_oid oid;
+  idx_method name;
+  own bool;
+  agent_filter text;
+  exact_max int;
+  own_min int;
+  ef_min int;
+  ef_steps jsonb;
+  idx_rows bigint;
+  n_rows int;
+  max_tuples bigint;
+  saved text[];
+  ids bigint[];
+  dists double precision[];
+begin
+  if p_query is null or p_n is null or p_n < 1 then
+    return;
+  end if;
+  select
+    coalesce(max(value::int) filter (where key = 'exact_scan_max_rows'), 20000),
+    coalesce(max(value::int) filter (where key = 'agent_index_min_rows'), 2000),
+    coalesce(max(value::int) filter (where key = 'ann_min_ef_search'), 200),
+    max(value::text) filter (where key = 'ann_ef_search_by_rows')::jsonb
+  into exact_max, own_min, ef_min, ef_steps
+  from recall.config
+  where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search', 'ann_ef_search_by_rows');
+
+  select v.index_oid, v.method into idx_oid, idx_method from recall._agent_vector_index(p_agent_id) v;
+  own := idx_oid is not null;
+  if own then
+    -- 1. the agent's own index, unless a time window leaves few rows to rank
+    if p_since is not null or p_until is not null then
+      select count(*) into n_rows
+      from (select from recall.chunks c
+            where c.agent_id = p_agent_id
+              and c.created_at >= coalesce(p_since, '-infinity') and c.created_at < coalesce(p_until, 'infinity')
+            limit own_min + 1) x;
+      if n_rows <= own_min then
+        raise debug 'recall._vector_arm_v6: agent %, path exact (window of % rows)', p_agent_id, n_rows;
+        return query select * from recall._vector_exact_v6(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                        p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
+        return;
+      end if;
+    end if;
+    max_tuples := 0;
+  else
+    -- 2. small agent: exact
+    select count(*) into n_rows
+    from (select from recall.chunks c where c.agent_id = p_agent_id limit exact_max + 1) x;
+    select v.index_oid, v.method into idx_oid, idx_method from recall._table_vector_index() v;
+    if n_rows <= exact_max or idx_oid is null then
+      raise debug 'recall._vector_arm_v6: agent %, path exact (% rows%)', p_agent_id,
+        case when n_rows > exact_max then '> ' || exact_max else n_rows::text end,
+        case when n_rows > exact_max then ', no ANN index: refresh the indexes' else '' end;
+      return query select * from recall._vector_exact_v6(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                      p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
+      return;
+    end if;
+    -- 3. large agent without an index of its own: the whole-table index, iterative scan; the
+    -- agent holds at least exact_max / reltuples of the table, so about n * reltuples /
+    -- exact_max tuples must be scanned for n to pass (x4 for the other filters)
+    max_tuples := ceil(4.0 * p_n * greatest((select reltuples from pg_class where oid = 'recall.chunks'::regclass), 1)
+                       / greatest(exact_max, 1));
+  end if;
+
+  -- the search width for the size of the index searched (see the header)
+  idx_rows := (select greatest(c.reltuples, 0)::bigint from pg_class c where c.oid = idx_oid);
+  ef_min := greatest(ef_min, recall._ef_search_for_rows(ef_steps, idx_rows));
+
+  -- the query-time knobs for this one statement (see the header), previous values kept
+  saved := array[current_setting('hnsw.ef_search', true), current_setting('hnsw.iterative_scan', true),
+                 current_setting('hnsw.max_scan_tuples', true),
+                 current_setting('diskann.query_search_list_size', true),
+                 current_setting('diskann.query_rescore', true),
+                 current_setting('enable_sort')];
+  -- only the ANN index may order: the planner takes (agent_id = X) and the index's predicate
+  -- (its key = K) for independent conditions, expects a few dozen rows, and for an agent of a
+  -- few thousand chunks chose the exact B-tree scan + sort over the agent's own HNSW index
+  -- (several times slower). The index scan is bounded: an agent's own index holds
+  -- only its chunks, and max_scan_tuples bounds the whole-table one.
+  perform set_config('enable_sort', 'off', true);
+  if idx_method = 'diskann' then
+    perform set_config('diskann.query_search_list_size',
+      least(10000, greatest(coalesce(nullif(saved[4], '')::int, 100), ef_min, p_n))::text, true);
+    perform set_config('diskann.query_rescore',
+      least(1000, greatest(coalesce(nullif(saved[5], '')::int, 50), p_n))::text, true);
+  else
+    perform set_config('hnsw.ef_search',
+      least(1000, greatest(coalesce(nullif(saved[1], '')::int, 40), ef_min, p_n))::text, true);
+    perform set_config('hnsw.iterative_scan',
+      case when saved[2] = 'strict_order' then 'strict_order' else 'relaxed_order' end, true);
+    perform set_config('hnsw.max_scan_tuples',
+      least(2147483647, greatest(coalesce(nullif(saved[3], '')::bigint, 20000), max_tuples))::text, true);
+  end if;
+
+  raise debug 'recall._vector_arm_v6: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
+    p_agent_id, idx_oid::regclass, idx_method, idx_rows,
+    case when idx_method = 'diskann' then 'query_search_list_size' else 'ef_search' end,
+    case when idx_method = 'diskann' then current_setting('diskann.query_search_list_size', true)
+         else current_setting('hnsw.ef_search', true) end,
+    current_setting('hnsw.max_scan_tuples', true);
+
+  -- the agent id goes in as a literal, and its key (the predicate of its own index, see
+  -- recall._agent_key): a partial index serves only a WHERE that implies its predicate
+  agent_filter := format('c.agent_id = %L', p_agent_id)
+    || case when own then ' and ' || recall._agent_key_predicate('c.agent_id', recall._agent_key(p_agent_id)) else '' end;
+  execute format($q$
+    select array_agg(a.chunk_id order by a.distance, a.chunk_id),
+           array_agg(a.distance order by a.distance, a.chunk_id)
+    from (select c.chunk_id, c.embedding <=> $1 as distance
+          from recall.chunks c
+          where %s
+            and c.created_at >= coalesce($2, '-infinity') and c.created_at < coalesce($3, 'infinity')
+            and ($4::text is null or c.session_id <> $4)
+            and ($5::jsonb[] is null or c.metadata @> any ($5))
+            and ($6::text[] is null or c.kind = any ($6))
+            and ($9::text is null or c.metadata @> jsonb_build_object('project', $9::text)
+                 or (c.kind = 'memory' and not c.metadata ? 'project'))
+            and ($10::boolean
+                 or ((c.valid_until is null or c.valid_until > $8)
+                     and ($8::timestamptz is null or c.valid_from is null or c.valid_from <= $8)))
+          order by c.embedding <=> $1
+          limit $7) a$q$, agent_filter)
+    into ids, dists
+    using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
+          p_any_validity;
+
+  perform set_config('enable_sort', saved[6], true);
+  if idx_method = 'diskann' then
+    perform set_config('diskann.query_search_list_size', coalesce(saved[4], '100'), true);
+    perform set_config('diskann.query_rescore', coalesce(saved[5], '50'), true);
+  else
+    perform set_config('hnsw.ef_search', coalesce(saved[1], '40'), true);
+    perform set_config('hnsw.iterative_scan', coalesce(saved[2], 'off'), true);
+    perform set_config('hnsw.max_scan_tuples', coalesce(saved[3], '20000'), true);
+  end if;
+
+  -- fewer than n rows: the scan gave up before the filters let n through (or fewer qualify):
+  -- only the exact scan can say
+  if coalesce(cardinality(ids), 0) < p_n then
+    raise debug 'recall._vector_arm_v6: agent %, ANN gave % of % rows: exact instead', p_agent_id,
+      coalesce(cardinality(ids), 0), p_n;
+    return query select * from recall._vector_exact_v6(p_agent_id, p_query, p_n, p_exclude_session_id,
+                                                    p_filters, p_kinds, p_since, p_until, p_as_of, p_project, p_any_validity);
+    return;
+  end if;
+  return query select u.chunk_id, u.distance from unnest(ids, dists) with ordinality as u(chunk_id, distance, i)
+               order by u.i;
+end
+$$;
+
+-- _finish_v6: recall._finish (sql/released/shared.sql: order, de-duplicate, k, token budget)
+-- for the chunks of p_agent_id, in PL/pgSQL (see above)
+create or replace function recall._finish_v6(
+  p_agent_id text, p_ids bigint[], p_scores double precision[], p_k int, p_budget int, p_dedup double precision)
+returns table (chunk_id bigint, score double precision, pos bigint, cumulative_tokens bigint)
+language plpgsql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  return query
+  with
+  -- the candidates with what the step needs to know of them
+  cand as (
+    select u.chunk_id, u.score, c.created_at, c.content, c.embedding, c.n_tokens
+    from unnest(p_ids, p_scores) as u(chunk_id, score)
+    join recall.chunks c on c.chunk_id = u.chunk_id
+    where c.agent_id = p_agent_id
+  ),
+  -- the best max(4k, 40), in the final order
+  top as (
+    select x.*, row_number() over (order by x.score desc, x.created_at desc, x.chunk_id desc) as pos
+    from cand x
+    order by pos
+    limit greatest(4 * p_k, 40)
+  ),
+  -- with each embedding's norm, computed once: zero or NULL means no cosine (see _similarity)
+  normed as (
+    select t.*, vector_norm(t.embedding) as norm
+    from top t
+  ),
+  -- a candidate goes when a better one has the same text or is within p_dedup cosine. The
+  -- cosine is recall._similarity written out: up to ~80,000 pairs (k = 1000), and a call of a
+  -- function with a pinned search_path is never inlined (~3 us each).
+  distinct_ as (
+    select t.*
+    from normed t
+    where not exists (
+      select from normed b
+      where b.pos < t.pos
+        and (b.content = t.content
+             or (p_dedup <= 1 and b.norm > 0 and t.norm > 0
+                 and 1 - (b.embedding <=> t.embedding) >= p_dedup)))
+  ),
+  -- running token total in the final order
+  budgeted as (
+    select d.chunk_id, d.score, d.pos,
+           sum(d.n_tokens) over (order by d.pos rows unbounded preceding) as cumulative_tokens,
+           row_number() over (order by d.pos) as rank
+    from distinct_ d
+  )
+  select b.chunk_id, b.score, b.pos, b.cumulative_tokens
+  from budgeted b
+  where b.rank <= p_k and (p_budget is null or b.cumulative_tokens <= p_budget)
+  order by b.pos;
+end
+$$;
+
 -- _recall_arms_v6: v4's candidates for one agent (recall._hybrid_recall_v4's first steps: the
 -- text plan, the vector arm, the text arm with v4's row conditions), computed as the schema
 -- owner after recall._check_reader_v6 has let the caller read p_agent_id. Rows: the text arm's
@@ -133,15 +655,15 @@ declare
   vector_ids bigint[];
 begin
   perform recall._check_reader_v6(p_agent_id);
-  select * into plan from recall._text_plan_v3(p_agent_id, p_query_text);
+  select * into plan from recall._text_plan_v6(p_agent_id, p_query_text);
   if p_query is not null then
     select array_agg(v.chunk_id) into vector_ids
-    from recall._vector_arm_scoped(p_agent_id, p_query, p_n, p_exclude_session_id, p_filters,
+    from recall._vector_arm_v6(p_agent_id, p_query, p_n, p_exclude_session_id, p_filters,
                                    p_kinds, p_since, p_until, p_as_of, p_project) v;
   end if;
   return query
   select t.chunk_id, t.text_rank, true
-  from recall._text_arm_v4(p_agent_id, plan.match_q, plan.rank_q, plan.agent_rows, plan.lexemes,
+  from recall._text_arm_v6(p_agent_id, plan.match_q, plan.rank_q, plan.agent_rows, plan.lexemes,
                            plan.idfs, plan.avg_len, p_n, vector_ids, p_exclude_session_id,
                            p_filters, p_kinds, p_since, p_until, p_as_of, p_project) t
   union all
@@ -258,7 +780,7 @@ begin
            c.importance::double precision as importance
     from recall.chunks c
     left join by_text t on t.chunk_id = c.chunk_id
-    where c.chunk_id = any (ids)
+    where c.agent_id = _hybrid_recall_v6.agent_id and c.chunk_id = any (ids)
   ),
   -- from here on v4's steps, unchanged: the weighted sum (min_similarity) ...
   scored as (
@@ -315,18 +837,33 @@ begin
          case when b.kind = 'memory' then b.chunk_id end,
          b.agent_id,
          case when p_labels then (select s.title from recall.sessions s
-                                 where s.agent_id = b.agent_id and s.session_id = b.session_id) end,
+                                 where s.agent_id = _hybrid_recall_v6.agent_id
+                                   and s.session_id = b.session_id) end,
          case when p_labels then
            (select string_agg(r.role, '+' order by r.first_at)
             from (select m.role, min(u.i) as first_at
                   from unnest(b.message_ids) with ordinality as u(message_id, i)
                   join recall.messages m on m.message_id = u.message_id
+                  where m.agent_id = _hybrid_recall_v6.agent_id
                   group by m.role) r) end,
          b.memory_kind
   from budgeted b
   where b.rnk <= _hybrid_recall_v6.k
     and (_hybrid_recall_v6.token_budget is null or b.cumulative_tokens <= _hybrid_recall_v6.token_budget)
   order by b.pos;
+end
+$$;
+
+-- On a Citus cluster (the extension is there: docs/SCALING.md) the search and the read of its
+-- candidates are planned per call (plan_cache_mode auto, under which Citus makes custom
+-- plans): Citus cannot plan a generic plan of a query on a distributed table that takes
+-- parameters ("could not create distributed plan"). One node keeps the generic plans.
+do $$
+begin
+  if exists (select from pg_extension where extname = 'citus') then
+    alter function recall._recall_arms_v6 set plan_cache_mode to auto;
+    alter function recall._hybrid_recall_v6 set plan_cache_mode to auto;
+  end if;
 end
 $$;
 
@@ -439,6 +976,16 @@ language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
 #variable_conflict use_column
+declare
+  pool_rows recall.recall_row_v4[];
+  cap_ids bigint[];
+  cap_scores float8[];
+  cap_ranks int[];
+  cap_session_scores float8[];
+  fin_ids bigint[];
+  fin_scores float8[];
+  fin_pos bigint[];
+  fin_tokens bigint[];
 begin
   if n_sessions is null or n_sessions < 1 or n_sessions > 100 then
     raise exception 'n_sessions must be between 1 and 100, got %', coalesce(n_sessions::text, 'NULL')
@@ -462,12 +1009,11 @@ begin
   end if;
   -- every other argument is checked by _hybrid_recall_v6, with the same messages
 
-  return query
-  with
-  -- stage 0: the pool (v4's), without labels
-  pool as (
-    select h.*
-    from recall._hybrid_recall_v6(
+  -- stage 0: the pool (v4's), without labels; read first, in a statement of its own (on a
+  -- Citus cluster the statement below runs on the agent's shard, where a call of another
+  -- recall function that queries the tables cannot be nested)
+  select array_agg(h) into pool_rows
+  from recall._hybrid_recall_v6(
       agent_id => _session_recall_v6.agent_id, query_text => _session_recall_v6.query_text,
       query_embedding => _session_recall_v6.query_embedding, k => 1000,
       exclude_session_id => _session_recall_v6.exclude_session_id,
@@ -478,8 +1024,11 @@ begin
       importance_weight => _session_recall_v6.importance_weight,
       half_life => _session_recall_v6.half_life, as_of => _session_recall_v6.as_of,
       candidates => _session_recall_v6.candidates,
-      dedup_similarity => 2, p_labels => false) h
-  ),
+      dedup_similarity => 2, p_labels => false) h;
+
+  -- stages 1 and 2 and turns_per_session: v4's, unchanged (the candidates as arrays)
+  with
+  pool as (select u.* from unnest(pool_rows) as u),
   -- stages 1 and 2, turns_per_session and _finish: v4's, unchanged
   per_session as (
     select p.session_id,
@@ -526,28 +1075,38 @@ begin
           from reranked r) x
     where _session_recall_v6.turns_per_session is null or x.kind = 'memory'
        or x.in_session <= _session_recall_v6.turns_per_session
-  ),
-  finished as (
-    select f.*
-    from recall._finish((select array_agg(x.chunk_id) from capped x),
-                        (select array_agg(x.final_score) from capped x),
-                        _session_recall_v6.k, _session_recall_v6.token_budget,
-                        _session_recall_v6.dedup_similarity) f
   )
+  select array_agg(x.chunk_id), array_agg(x.final_score), array_agg(x.session_rank),
+         array_agg(x.session_score)
+    into cap_ids, cap_scores, cap_ranks, cap_session_scores
+  from capped x;
+
+  -- _finish (v4's, for the chunks of agent_id)
+  select array_agg(f.chunk_id order by f.pos), array_agg(f.score order by f.pos),
+         array_agg(f.pos order by f.pos), array_agg(f.cumulative_tokens order by f.pos)
+    into fin_ids, fin_scores, fin_pos, fin_tokens
+  from recall._finish_v6(_session_recall_v6.agent_id, cap_ids, cap_scores, _session_recall_v6.k,
+                         _session_recall_v6.token_budget, _session_recall_v6.dedup_similarity) f;
+
   -- the labels of the rows returned (v4 read them for the whole pool)
+  return query
   select x.chunk_id, x.session_id, x.kind, x.content, x.created_at, f.score, x.similarity,
          x.text_rank, x.recency, x.importance, x.n_tokens, f.cumulative_tokens, x.metadata,
-         x.message_ids, x.session_rank, x.session_score,
+         x.message_ids, c.session_rank, c.session_score,
          x.memory_id, x.agent_id,
-         (select s.title from recall.sessions s where s.agent_id = x.agent_id and s.session_id = x.session_id),
+         (select s.title from recall.sessions s
+          where s.agent_id = _session_recall_v6.agent_id and s.session_id = x.session_id),
          (select string_agg(r.role, '+' order by r.first_at)
           from (select m.role, min(u.i) as first_at
                 from unnest(x.message_ids) with ordinality as u(message_id, i)
                 join recall.messages m on m.message_id = u.message_id
+                where m.agent_id = _session_recall_v6.agent_id
                 group by m.role) r),
          x.memory_kind
-  from finished f
-  join capped x on x.chunk_id = f.chunk_id
+  from unnest(fin_ids, fin_scores, fin_pos, fin_tokens) as f(chunk_id, score, pos, cumulative_tokens)
+  join unnest(cap_ids, cap_ranks, cap_session_scores) as c(chunk_id, session_rank, session_score)
+    on c.chunk_id = f.chunk_id
+  join unnest(pool_rows) as x on x.chunk_id = f.chunk_id
   order by f.pos;
 end
 $$;
