@@ -303,15 +303,15 @@ CALLS = {
     "session_recall": "select * from recall.session_recall(%s, 'refund webhook fails', %s, k => 5, as_of => %s)",
     "auto_context": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
                      "task_embedding => %s, token_budget => 300, as_of => %s)"),
+    # the budget fill (whole chunks; the best one trimmed)
+    "hybrid_recall_budget": ("select * from recall.hybrid_recall(%s, 'refund webhook fails', %s, k => 5, "
+                             "token_budget => 40, as_of => %s)"),
+    "session_recall_trimmed": ("select * from recall.session_recall(%s, 'refund webhook fails', %s, k => 5, "
+                               "token_budget => 7, as_of => %s)"),
 }
 
 
-@pytest.mark.parametrize("name", [
-    "hybrid_recall", "session_recall",
-    pytest.param("auto_context", marks=pytest.mark.xfail(
-        strict=True, raises=psycopg.Error,
-        reason="auto_context_v6 joins the tables without naming the agent (docs/SCALING.md)")),
-])
+@pytest.mark.parametrize("name", list(CALLS))
 def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, name):
     """The v6 functions (the stable names call them), delegated to the agent's worker, give the
     rows of a single node holding the same data."""

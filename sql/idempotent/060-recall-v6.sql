@@ -29,7 +29,7 @@
 -- the rows it returns only (v5: for its whole pool of up to 1000; issue 19); and v6 joins a
 -- chunk to its session, and a session to its chunks, by (agent_id, session_id) (migration
 -- 010-agent-first-keys: on a Citus cluster two agents may hold one session id), the same rows
--- on one node. v5's fill (recall._fill_v5, reused) still looks a chunk's parts up by session id.
+-- on one node; so does v6's fill (recall._fill_v6, v5's).
 
 -- _session_role_v6: the role whose rights a statement of this session is checked with outside
 -- any SECURITY DEFINER function: the role set by SET ROLE (set_config('role', ...)), else the
@@ -635,6 +635,231 @@ begin
 end
 $$;
 
+-- _fill_v6, _trim_v6, _passage_text_v6: v5's fill (recall._fill_v5, _trim_v5,
+-- _passage_text_v5 of sql/released/v5.sql) for the chunks and messages of p_agent_id, in
+-- PL/pgSQL (see above); a chunk's parts are looked up by (agent_id, session_id), as v6 joins
+-- (the same rows on one node).
+create or replace function recall._trim_v6(
+  p_agent_id text, p_content text, p_n_tokens int, p_message_ids bigint[], p_budget int)
+returns table (content text, n_tokens int, message_ids bigint[])
+language plpgsql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  return query
+  with
+  cut as (
+    select left(p_content, floor(char_length(p_content)::numeric * p_budget
+                                 / greatest(p_n_tokens, 1))::int) as raw
+  ),
+  kept as (
+    select rtrim(case when char_length(c.raw) < char_length(p_content)
+                       and substr(p_content, char_length(c.raw) + 1, 1) !~ '\s'
+                       and char_length(regexp_replace(c.raw, '\S*$', '')) >= char_length(c.raw) / 2
+                      then regexp_replace(c.raw, '\S*$', '')
+                      else c.raw end) as text
+    from cut c
+  ),
+  ids as (
+    select array_agg(u.id order by u.i) as found
+    from kept k
+    cross join unnest(p_message_ids) with ordinality as u(id, i)
+    join recall.messages m on m.message_id = u.id
+    where m.agent_id = p_agent_id
+      and strpos(k.text, left(m.content, 40)) > 0
+  )
+  select k.text,
+         greatest(1, ceil(p_n_tokens::numeric * char_length(k.text) / char_length(p_content)))::int,
+         case when p_message_ids is null then null
+              else coalesce((select found from ids), p_message_ids[1:1]) end
+  from kept k
+  where k.text <> '' and p_budget >= 1;
+end
+$$;
+
+create or replace function recall._passage_text_v6(p_agent_id text, p_message_ids bigint[], p_dated boolean)
+returns text
+language plpgsql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+begin
+  return (
+  select case when p_dated
+              then coalesce('[' || to_char(min(m.created_at) at time zone 'UTC', 'FMDD FMMonth YYYY')
+                            || E']\n', '')
+              else '' end
+         || string_agg(coalesce(nullif(btrim(m.metadata->>'speaker'), ''),
+                                nullif(btrim(m.metadata->>'author'), ''), initcap(m.role))
+                       || ': ' || m.content, E'\n\n' order by m.seq)
+  from recall.messages m
+  where m.agent_id = p_agent_id and m.message_id = any (p_message_ids)
+  );
+end
+$$;
+
+create or replace function recall._fill_v6(p_agent_id text, p_ids bigint[], p_budget int)
+returns table (chunk_id bigint, pos int, content text, n_tokens int, message_ids bigint[],
+               merged bigint[], trimmed_from int, cumulative_tokens bigint)
+language plpgsql stable
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  c record;
+  t record;
+  np int := 0;                    -- passages so far
+  p_seed bigint[] := '{}';        -- per passage: its best chunk
+  p_session text[] := '{}';
+  p_lo int[] := '{}';             -- the seq range of its messages (chat passages)
+  p_hi int[] := '{}';
+  p_text text[] := '{}';          -- its text when it is no chunk's own (merged or trimmed)
+  p_tokens int[] := '{}';
+  p_ratio float8[] := '{}';       -- tokens per character of its best chunk
+  p_chat boolean[] := '{}';       -- may take in overlapping or adjacent chunks
+  p_dated boolean[] := '{}';
+  p_alive boolean[] := '{}';
+  p_trimmed int[] := '{}';
+  p_ids_own bigint[] := '{}';     -- message ids of a trimmed chunk, in order (one trimmed at most)
+  held bigint[] := '{}';          -- the message ids of chat passages, and which passage holds each
+  held_p int[] := '{}';
+  held_seq int[] := '{}';
+  mch bigint[] := '{}';           -- the chunks merged into chat passages, and which holds each
+  mch_p int[] := '{}';
+  used bigint := 0;
+  first_row boolean := true;
+  is_chat boolean;
+  c_lo int; c_hi int;
+  c_seqs int[];
+  joined int[];
+  target int;
+  all_ids bigint[];
+  new_text text;
+  new_tokens int;
+  old_tokens bigint;
+begin
+  if p_budget is null or p_budget < 1 then
+    return;
+  end if;
+  for c in
+    select ch.chunk_id, ch.session_id, ch.kind, ch.content, ch.n_tokens, ch.message_ids,
+           ch.kind in ('window', 'turn_pair', 'message') and ch.part = 0
+           and cardinality(ch.message_ids) > 0
+           and not exists (select from recall.chunks o
+                           where o.agent_id = p_agent_id and o.session_id = ch.session_id and o.kind = ch.kind
+                             and o.first_seq = ch.first_seq and o.part > 0) as chat
+    from unnest(p_ids) with ordinality as u(id, ord)
+    join recall.chunks ch on ch.chunk_id = u.id
+    where ch.agent_id = p_agent_id
+    order by u.ord
+  loop
+    -- the best chunk alone exceeds the budget: trimmed to fit
+    if first_row and c.n_tokens > p_budget then
+      first_row := false;
+      select * into t from recall._trim_v6(p_agent_id, c.content, c.n_tokens, c.message_ids, p_budget);
+      if found then
+        np := np + 1;
+        p_seed[np] := c.chunk_id; p_session[np] := c.session_id; p_text[np] := t.content;
+        p_tokens[np] := t.n_tokens; p_chat[np] := false; p_alive[np] := true;
+        p_trimmed[np] := c.n_tokens; p_ids_own := t.message_ids;
+        held := held || t.message_ids;
+        held_p := held_p || array_fill(np, array[cardinality(t.message_ids)]);
+        used := used + t.n_tokens;
+      end if;
+      continue;
+    end if;
+    first_row := false;
+    is_chat := c.chat;
+    if is_chat then
+      select array_agg(m.seq order by m.seq), min(m.seq), max(m.seq)
+        into c_seqs, c_lo, c_hi
+      from recall.messages m where m.agent_id = p_agent_id and m.message_id = any (c.message_ids);
+      is_chat := coalesce(cardinality(c_seqs), 0) = cardinality(c.message_ids);
+    end if;
+    if not is_chat then
+      -- a code block whose message the context holds already adds nothing
+      if c.kind = 'code' and c.message_ids <@ held then
+        continue;
+      end if;
+      if used + c.n_tokens <= p_budget then
+        np := np + 1;
+        p_seed[np] := c.chunk_id; p_session[np] := c.session_id; p_tokens[np] := c.n_tokens;
+        p_chat[np] := false; p_alive[np] := true;
+        used := used + c.n_tokens;
+      end if;
+      continue;
+    end if;
+    -- a chat chunk: nothing new (all its messages held) is skipped; one that overlaps or
+    -- touches passages of its session is merged with them into one passage
+    if c.message_ids <@ held then
+      continue;
+    end if;
+    select array_agg(i order by i) into joined
+    from generate_subscripts(p_seed, 1) as i
+    where p_alive[i] and p_chat[i] and p_session[i] = c.session_id
+      and p_lo[i] <= c_hi + 1 and c_lo <= p_hi[i] + 1;
+    if joined is null then
+      if used + c.n_tokens <= p_budget then
+        np := np + 1;
+        p_seed[np] := c.chunk_id; p_session[np] := c.session_id; p_lo[np] := c_lo; p_hi[np] := c_hi;
+        p_tokens[np] := c.n_tokens; p_ratio[np] := c.n_tokens::float8 / greatest(char_length(c.content), 1);
+        p_chat[np] := true; p_dated[np] := c.kind = 'window'; p_alive[np] := true;
+        held := held || c.message_ids;
+        held_p := held_p || array_fill(np, array[cardinality(c.message_ids)]);
+        mch := mch || c.chunk_id; mch_p := mch_p || np;
+        used := used + c.n_tokens;
+      end if;
+      continue;
+    end if;
+    target := joined[1];
+    select array_agg(distinct x) into all_ids
+    from (select h.id as x from unnest(held, held_p) as h(id, p) where h.p = any (joined)
+          union select unnest(c.message_ids)) y;
+    new_text := recall._passage_text_v6(
+      p_agent_id, all_ids, c.kind = 'window' or (select bool_or(p_dated[j]) from unnest(joined) j));
+    new_tokens := greatest(1, ceil(char_length(new_text) * p_ratio[target]))::int;
+    select sum(p_tokens[j]) into old_tokens from unnest(joined) j;
+    if used - old_tokens + new_tokens > p_budget then
+      continue;
+    end if;
+    used := used - old_tokens + new_tokens;
+    p_text[target] := new_text; p_tokens[target] := new_tokens;
+    p_lo[target] := least(c_lo, (select min(p_lo[j]) from unnest(joined) j));
+    p_hi[target] := greatest(c_hi, (select max(p_hi[j]) from unnest(joined) j));
+    p_dated[target] := c.kind = 'window' or (select bool_or(p_dated[j]) from unnest(joined) j);
+    for i in 2 .. cardinality(joined) loop
+      p_alive[joined[i]] := false;
+    end loop;
+    held_p := (select array_agg(case when h.p = any (joined) then target else h.p end order by h.o)
+               from unnest(held_p) with ordinality as h(p, o));
+    mch_p := (select array_agg(case when h.p = any (joined) then target else h.p end order by h.o)
+              from unnest(mch_p) with ordinality as h(p, o));
+    held := held || array(select unnest(c.message_ids) except select unnest(held));
+    held_p := held_p || array_fill(target, array[cardinality(held) - cardinality(held_p)]);
+    mch := mch || c.chunk_id; mch_p := mch_p || target;
+  end loop;
+
+  return query
+  select p_seed[i],
+         (row_number() over (order by i))::int,
+         p_text[i],
+         p_tokens[i],
+         case when p_trimmed[i] is not null then p_ids_own
+              when p_text[i] is null then null
+              else (select array_agg(m.message_id order by m.seq)
+                    from recall.messages m
+                    where m.agent_id = p_agent_id and m.message_id = any (array(select h.id from unnest(held, held_p) as h(id, p)
+                                                   where h.p = i))) end,
+         case when p_text[i] is not null and p_trimmed[i] is null
+              then array(select x.id from unnest(mch, mch_p) with ordinality as x(id, p, o)
+                         where x.p = i order by x.o) end,
+         p_trimmed[i],
+         sum(p_tokens[i]) over (order by i rows unbounded preceding)::bigint
+  from generate_series(1, np) as i
+  where p_alive[i]
+  order by i;
+end
+$$;
+
 -- _recall_arms_v6: v4's candidates for one agent (recall._hybrid_recall_v4's first steps: the
 -- text plan, the vector arm, the text arm with v4's row conditions), computed as the schema
 -- owner after recall._check_reader_v6 has let the caller read p_agent_id. Rows: the text arm's
@@ -904,7 +1129,7 @@ begin
   if token_budget < 0 then
     raise exception 'token_budget must be >= 0, got %', token_budget using errcode = '22023';
   end if;
-  -- the first k rows, then v5's fill (recall._fill_v5)
+  -- the first k rows, then v5's fill (recall._fill_v6)
   return query
   with
   ranked as materialized (
@@ -917,7 +1142,9 @@ begin
   ),
   filled as (
     select f.*
-    from recall._fill_v5((select array_agg(x.chunk_id order by x.ordinality) from ranked x), token_budget) f
+    from recall._fill_v6(hybrid_recall_v6.agent_id,
+                         (select array_agg(x.chunk_id order by x.ordinality) from ranked x),
+                         token_budget) f
   )
   select r.chunk_id, r.session_id, r.kind, coalesce(f.content, r.content), r.created_at, r.score,
          r.similarity, r.text_rank, r.recency, r.importance, f.n_tokens, f.cumulative_tokens,
@@ -1163,7 +1390,9 @@ begin
   ),
   filled as (
     select f.*
-    from recall._fill_v5((select array_agg(x.chunk_id order by x.ordinality) from ranked x), token_budget) f
+    from recall._fill_v6(session_recall_v6.agent_id,
+                         (select array_agg(x.chunk_id order by x.ordinality) from ranked x),
+                         token_budget) f
   )
   select r.chunk_id, r.session_id, r.kind, coalesce(f.content, r.content), r.created_at, r.score,
          r.similarity, r.text_rank, r.recency, r.importance, f.n_tokens, f.cumulative_tokens,
@@ -1213,6 +1442,7 @@ declare
   memory_session text := 'memories:' || auto_context_v6.agent_id;
   pinned_tokens bigint;
   budget_left bigint;
+  related_rows recall.recall_row_v4[];
 begin
   if agent_id is null or agent_id = '' then
     raise exception 'agent_id is required' using errcode = '22023';
@@ -1279,6 +1509,21 @@ begin
   where x.run <= token_budget;
   budget_left := token_budget - pinned_tokens;
 
+  -- Related's search, in a statement of its own (on a Citus cluster the statement below runs on
+  -- the agent's shard, where a call of another recall function that queries the tables cannot
+  -- be nested): hybrid recall v6 (v4's rows) for the task, or for the latest work
+  if related_query is not null or related_embedding is not null then
+    select array_agg(h) into related_rows
+    from recall._hybrid_recall_v6(
+      agent_id => auto_context_v6.agent_id, query_text => related_query,
+      query_embedding => related_embedding,
+      k => least(1000, greatest(60, token_budget / 25)),
+      exclude_session_id => exclude_session_id, as_of => as_of,
+      scope_project => case when auto_context_v6.all_projects then null
+                            else auto_context_v6.project end,
+      p_labels => false) h;
+  end if;
+
   return query
   with
   -- Pinned (see above)
@@ -1316,16 +1561,8 @@ begin
   related as (
     select h.chunk_id, 'related'::text as section,
            h.score * case when h.kind = 'tool' then 0.8 else 1 end as score
-    from recall._hybrid_recall_v6(
-      agent_id => auto_context_v6.agent_id, query_text => related_query,
-      query_embedding => related_embedding,
-      k => least(1000, greatest(60, token_budget / 25)),
-      exclude_session_id => exclude_session_id, as_of => as_of,
-      scope_project => case when auto_context_v6.all_projects then null
-                            else auto_context_v6.project end,
-      p_labels => false) h
-    where (related_query is not null or related_embedding is not null)
-      and h.session_id is distinct from latest
+    from unnest(related_rows) as h
+    where h.session_id is distinct from latest
       and not (h.kind = 'tool' and h.metadata->>'tool_name' in
                ('Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob',
                 'Grep', 'LS'))
@@ -1335,7 +1572,8 @@ begin
     select c.chunk_id, c.session_id,
            coalesce(recall._similarity(c.embedding, related_embedding), 0)
            + 0.2 * recall._recency(extract(epoch from now_ts - c.created_at)::float8, 30 * 86400) as score,
-           (select max(m.seq) from recall.messages m where m.message_id = any (c.message_ids)) as last_seq
+           (select max(m.seq) from recall.messages m
+            where m.agent_id = auto_context_v6.agent_id and m.message_id = any (c.message_ids)) as last_seq
     from recall.chunks c
     where c.agent_id = auto_context_v6.agent_id
       and c.metadata @> scope
@@ -1354,7 +1592,7 @@ begin
       from recall.chunks c
       cross join lateral unnest(c.message_ids) as u(message_id)
       join recall.messages m on m.message_id = u.message_id
-      where c.agent_id = auto_context_v6.agent_id and c.session_id = f.session_id
+      where c.agent_id = auto_context_v6.agent_id and c.session_id = f.session_id and m.agent_id = auto_context_v6.agent_id
         and c.kind in ('thinking', 'message', 'turn_pair', 'window')
         and m.role = 'assistant' and m.seq > f.last_seq
         and not recall._is_failure(c.kind, c.content, c.metadata)
@@ -1370,7 +1608,7 @@ begin
                  sum(c.n_tokens) over (order by r.score desc, r.chunk_id desc
                                        rows unbounded preceding) as run
           from recent r
-          join recall.chunks c on c.chunk_id = r.chunk_id) x
+          join recall.chunks c on c.agent_id = auto_context_v6.agent_id and c.chunk_id = r.chunk_id) x
     where x.run <= budget_left * recent_share
   ),
   -- ... then Failures: each failure followed by its resolution (unless Recent shows it) ...
@@ -1393,7 +1631,7 @@ begin
                  sum(c.n_tokens) over (order by f.score desc, f.grp_id desc, f.sub
                                        rows unbounded preceding) as run
           from failure_rows f
-          join recall.chunks c on c.chunk_id = f.chunk_id) x
+          join recall.chunks c on c.agent_id = auto_context_v6.agent_id and c.chunk_id = f.chunk_id) x
     where x.run <= budget_left * failure_share
   ),
   shown as (
@@ -1406,7 +1644,7 @@ begin
     select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
            null::bigint as resolution_of, c.n_tokens
     from related r
-    join recall.chunks c on c.chunk_id = r.chunk_id
+    join recall.chunks c on c.agent_id = auto_context_v6.agent_id and c.chunk_id = r.chunk_id
     where r.chunk_id not in (select chunk_id from shown)
       and not (c.kind = 'code' and exists (
             select from recall.chunks o
@@ -1451,11 +1689,12 @@ begin
           from (select m.role, min(u.i) as first_at
                 from unnest(c.message_ids) with ordinality as u(message_id, i)
                 join recall.messages m on m.message_id = u.message_id
+                where m.agent_id = auto_context_v6.agent_id
                 group by m.role) r),
          c.memory_kind
   from ordered o
-  join recall.chunks c on c.chunk_id = o.chunk_id
-  left join recall.sessions s on s.agent_id = c.agent_id and s.session_id = c.session_id
+  join recall.chunks c on c.agent_id = auto_context_v6.agent_id and c.chunk_id = o.chunk_id
+  left join recall.sessions s on s.agent_id = auto_context_v6.agent_id and s.session_id = c.session_id
   order by o.pos;
 end
 $$;
