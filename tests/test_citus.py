@@ -329,6 +329,31 @@ def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, n
         assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single, name
 
 
+def test_v6_recall_of_a_bound_role_on_the_cluster(coord, cluster):
+    """A role bound to its agent: v6's search as the owner after its check, on the agent's
+    worker; its agent's rows, 42501 for the other agent (on the other worker)."""
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    (mine,), (other,) = agents_on_each_worker(coord, nodes, f"rb{tag}").values()
+    _same_data(coord, [mine, other], 2 * 10**9 + int(tag, 16) % 10**6 * 100)
+    query = FakeEmbedder().vector("refund webhook fails")
+    role = f"agent_rb{tag}"
+    coord.execute(f"create role {role} login")
+    try:
+        coord.execute("select recall.bind_agent(%s, %s)", [role, mine])
+        with psycopg.connect(cluster[0].replace("postgres@", f"{role}@"), autocommit=True) as c:
+            register_vector(c)
+            for call in CALLS.values():
+                assert c.execute(call, [mine, query, AS_OF]).fetchall() == \
+                    coord.execute(call, [mine, query, AS_OF]).fetchall()
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(call, [other, query, AS_OF])
+    finally:
+        coord.execute("select recall.unbind_agent(%s)", [role])
+        coord.execute(f"drop owned by {role}")
+        coord.execute(f"drop role {role}")
+
+
 def test_a_worker_down_fails_its_agents_in_one_line_and_serves_the_others(coord, cluster):
     from click.testing import CliRunner
 
