@@ -228,11 +228,8 @@ def test_a_bound_role_sees_only_its_agent_on_the_workers(coord, cluster):
         coord.execute(f"drop role {role}")
 
 
-# ---- what does not run on a cluster yet (strict xfail: when it starts to work, remove the mark)
-#
-# The chunking triggers query recall.messages/sessions/chunks with the statement's transition
-# table (new_rows) and correlated subqueries: on a worker, inside a query on a shard, Citus
-# cannot plan them ("complex table expressions", FOR UPDATE without a constant agent_id). The
+# ---- import and chunking (recall.chunk_sessions from the coordinator: docs/SCALING.md); what
+# does not run on a cluster yet (strict xfail: when it starts to work, remove the mark): the
 # released recall functions (sql/released/v3-v5, frozen) call SQL-language functions whose
 # queries on distributed tables take parameters, which Citus cannot plan ("could not create
 # distributed plan ... parameters in SQL functions"). docs/SCALING.md says what a release needs.
@@ -247,8 +244,6 @@ def _chunks(conn, agent: str) -> list[tuple]:
         "from recall.chunks where agent_id = %s order by 1, 2, 3, 4", [agent]).fetchall()
 
 
-@pytest.mark.xfail(strict=True, raises=psycopg.Error,
-                   reason="the chunking triggers cannot be planned on a shard (docs/SCALING.md)")
 def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, cluster, conn):
     from pyrecall._ingest import ingest
     from pyrecall.importers import discord
