@@ -230,7 +230,7 @@ def test_a_bound_role_sees_only_its_agent_on_the_workers(coord, cluster):
 
 # ---- import and chunking (recall.chunk_sessions from the coordinator: docs/SCALING.md); what
 # does not run on a cluster yet (strict xfail: when it starts to work, remove the mark): the
-# released recall functions (sql/released/v3-v5, frozen) call SQL-language functions whose
+# recall functions (v6, and the released v3-v5) call SQL-language functions whose
 # queries on distributed tables take parameters, which Citus cannot plan ("could not create
 # distributed plan ... parameters in SQL functions"). docs/SCALING.md says what a release needs.
 
