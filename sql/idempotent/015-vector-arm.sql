@@ -105,13 +105,12 @@ $$;
 -- caller's transaction never sees them (on an error, the aborting transaction or savepoint
 -- undoes them).
 --
--- Far queries: when the ANN's best distance is beyond recall.config ann_far_distance (0.75:
--- cosine similarity 0.25, nothing the agent holds is about the query), the search runs once
--- more at the width ann_far_ef_search (1000) unless it was already that wide. Such a query's
--- neighbours are a near tie of unrelated chunks that a narrow search misses (topic mixtures
--- at 1M, random-direction queries, recall@10 at the size's width -> 1000: 22k chunks 0.72 ->
--- 0.98, 10k 0.83 -> 0.99, 134k 0.53 -> 0.74; docs/DBA.md). The exact scan would be exact but
--- costs with the agent (~0.45 s for 134k chunks under load); either key null: no second pass.
+-- Far queries: when the ANN's best distance is beyond recall.config ann_far_distance (nothing
+-- the agent holds is about the query), the search runs once more at the width
+-- ann_far_ef_search unless it was already that wide. Such a query's neighbours are a near tie
+-- of unrelated chunks that a narrow search misses (figures in docs/DBA.md, "Queries far from
+-- all of an agent's topics"); the exact scan would be exact but costs with the agent. Either
+-- key null: no second pass.
 drop function if exists recall._vector_arm_scoped(text, vector, int, text, jsonb[], text[],
   timestamptz, timestamptz, timestamptz, text);   -- (a pre-release shape)
 create or replace function recall._vector_arm_scoped(
