@@ -322,3 +322,6 @@ def test_far_queries_searched_again_wider(topics, tconn):
     assert "ef_search = 10" in far_path and "> ann_far_distance 0.75: again at width 1000" in far_path
     assert "again" not in near_path
     assert wide >= 0.99 and narrow < wide
+    tconn.execute("set hnsw.ef_search = 1000")        # searched that wide already: one pass
+    assert "again" not in path(tconn, agent, far[0])
+    tconn.execute("set hnsw.ef_search = 10")

@@ -260,8 +260,9 @@ begin
     -- at the width ann_far_ef_search (see the header)
     exit when far_pass or far_dist is null or far_ef is null or coalesce(cardinality(ids), 0) = 0
               or dists[1] <= far_dist
-              or far_ef <= coalesce(nullif(current_setting(case when idx_method = 'diskann'
-                   then 'diskann.query_search_list_size' else 'hnsw.ef_search' end, true), '')::int, 0);
+              or least(far_ef, case when idx_method = 'diskann' then 10000 else 1000 end)
+                 <= coalesce(nullif(current_setting(case when idx_method = 'diskann'
+                      then 'diskann.query_search_list_size' else 'hnsw.ef_search' end, true), '')::int, 0);
     raise debug 'recall._vector_arm_scoped: agent %, best distance % > ann_far_distance %: again at width %',
       p_agent_id, round(dists[1]::numeric, 4), far_dist, far_ef;
     far_pass := true;
