@@ -42,12 +42,12 @@ def run(*args: str) -> None:
 
 def main_demo() -> None:
     rel = SESSIONS.relative_to(Path.cwd()) if SESSIONS.is_relative_to(Path.cwd()) else SESSIONS
-    run("index", str(rel))
+    run("import", str(rel))
     run("embed")
     run("summarize")
     run("sessions")
-    run("recall", "--auto", "--task", "deploy the API to staging", "--project", PROJECT,
-        "--branch", BRANCH, "--budget", "2000", "--format", "context")
+    run("recall", "--auto", "--task-text", "deploy the API to staging", "--project", PROJECT,
+        "--branch", BRANCH, "--token-budget", "2000", "--format", "context")
     run("recall", "how did we fix the docker deployment?", "-k", "3")
     print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
           "Yours: pyrecall import ~/.claude/projects && pyrecall embed  (see README.md for the "

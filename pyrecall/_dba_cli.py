@@ -46,7 +46,7 @@ INFO_COLUMNS = ["index_name", "agent_id", "method", "options", "valid", "size", 
                 "scans", "build_seconds"]
 
 
-def _commands(handle_errors, dsn_option, json_option):
+def _commands(handle_errors, dsn_option, json_option, former_name):
     """Build the group with the CLI's own error handler and options (one policy everywhere)."""
 
     @click.group()
@@ -242,7 +242,7 @@ def _commands(handle_errors, dsn_option, json_option):
 
     @dba.command("explain")
     @click.argument("query", required=False, envvar="Q")
-    @click.option("--agent", default=None, envvar="AGENT",
+    @click.option("--agent-id", "agent", default=None, envvar="AGENT",
                   help="Agent id (env: AGENT; default: the agent with the most chunks).")
     @click.option("--embedding", type=click.Choice(["chunk", "model", "none"]), default="chunk",
                   envvar="EMBED", show_default=True,
@@ -250,12 +250,13 @@ def _commands(handle_errors, dsn_option, json_option):
     @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True)
     @dsn_option
     @handle_errors
+    @former_name("--agent", "agent", new="--agent-id")
     def explain_cmd(query, agent, embedding, k, dsn):
         """EXPLAIN ANALYZE of one hybrid_recall call, with the plans of the statements inside it.
 
         \b
         Example:
-          pyrecall dba explain "how did we deploy?" --agent claude-code
+          pyrecall dba explain "how did we deploy?" --agent-id claude-code
         """
         if not query:
             raise ConfigError('give the query text: pyrecall dba explain "how did we deploy?" '

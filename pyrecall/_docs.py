@@ -16,8 +16,9 @@ HEADER = """\
 # pyrecall command-line reference
 
 Generated from `--help` by `python -m pyrecall._docs > docs/cli.md`; do not edit by hand.
-Every command that reads or writes memory takes `--agent` (default `$PYRECALL_AGENT`, else
-`claude-code`) and `--dsn` (default `$PYRECALL_DSN`, else the embedded PostgreSQL).
+Every command that reads or writes memory takes `--agent-id` (default `$PYRECALL_AGENT`, else
+`claude-code`; for `embed`, `worker` and `summarize`, else every agent) and `--dsn` (default
+`$PYRECALL_DSN`, else the embedded PostgreSQL).
 
 """
 

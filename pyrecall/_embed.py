@@ -440,7 +440,7 @@ MAX_MESSAGE = 300  # characters of a provider's error message kept in ours
 
 
 def _litellm():
-    # Without this litellm downloads a price list at import (up to 8 s offline).
+    # Without this litellm downloads a price list at import (offline, it waits for a timeout).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     # litellm ignores max_retries=0 for OpenAI and falls back to this (read at import);
     # retries are ours, so they stay bounded and honour Retry-After.

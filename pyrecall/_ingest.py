@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,15 +20,15 @@ import psycopg
 from psycopg import sql
 
 from ._errors import ConfigError
-from ._text import clean_text
+from ._text import clean_text, clean_value
 from .importers._records import Message, Session
 
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
 # for a batch of up to ARRAY_BATCH_MAX_MESSAGES messages and ARRAY_BATCH_MAX_CHARS characters
 # of content, else temporary tables filled by COPY. The arrays save three round trips and the
-# ~0.6 ms of server CPU that emptying the temporary tables costs at every commit: most of a
-# call that adds a few messages. COPY wins on large batches: the server reads rows while the
-# client still writes them, and building the arrays costs the client ~15 us more a message.
+# server CPU that emptying the temporary tables costs at every commit: most of a call that
+# adds a few messages. COPY wins on large batches: the server reads rows while the client
+# still writes them, and building the arrays costs the client more a message (bench/LOG.md).
 ARRAY_BATCH_MAX_MESSAGES = 200
 ARRAY_BATCH_MAX_CHARS = 16_000_000      # a parameter cannot exceed 1 GB
 
@@ -62,22 +61,24 @@ insert into recall.sessions as s
 select session_id, agent_id, title, project, branch, coalesce(started_at, now()), ended_at,
        coalesce(metadata, '{{}}')
 from {sessions} st
-on conflict (session_id) do update
+on conflict (agent_id, session_id) do update
   set title    = coalesce(excluded.title, s.title),
       project  = coalesce(excluded.project, s.project),
       branch   = coalesce(excluded.branch, s.branch),
       metadata = s.metadata || excluded.metadata
-  where s.agent_id = excluded.agent_id
-    and (s.title, s.project, s.branch, s.metadata) is distinct from
+  where (s.title, s.project, s.branch, s.metadata) is distinct from
         (coalesce(excluded.title, s.title), coalesce(excluded.project, s.project),
          coalesce(excluded.branch, s.branch), s.metadata || excluded.metadata)
 """)
 
+# a session id held by another agent (and not by this one: on a Citus cluster, where a session
+# id is unique within its agent only, two agents may each hold one)
 FOREIGN_SESSIONS = sql.SQL("""
 select st.session_id, s.agent_id
 from {sessions} st
 join recall.sessions s using (session_id)
 where s.agent_id <> st.agent_id
+  and not exists (select from recall.sessions o where o.agent_id = st.agent_id and o.session_id = st.session_id)
 limit 1
 """)
 
@@ -115,18 +116,6 @@ class IngestReport:
                             self.inserted + other.inserted)
 
 
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {clean_text(str(k)): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, str):
-        return clean_text(value)
-    return value
-
-
 def storable_importance(value: float | None) -> float | None:
     """An importance the ``real`` column stores: a float too small for float32 (6e-201, which
     is in 0..1 all the same) would make PostgreSQL refuse the whole batch, so it becomes 0."""
@@ -140,7 +129,7 @@ def clean_json(value: dict) -> str:
     """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
     ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
     try:
-        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+        return json.dumps(clean_value(value), ensure_ascii=False, default=str, allow_nan=False)
     except RecursionError:
         raise ConfigError("metadata or filter is nested too deeply to encode as JSON") from None
 

@@ -80,7 +80,7 @@ def check_role(conn: psycopg.Connection, agent: str) -> None:
                           "`pyrecall migrate`") from None
     if bound is not None and bound != agent:
         raise ConfigError(f"the database role {user!r} is bound to agent {bound!r}, not "
-                          f"{agent!r}: serve that agent (--agent {bound}) or log in as another role")
+                          f"{agent!r}: serve that agent (--agent-id {bound}) or log in as another role")
 
 
 class Pool:
@@ -181,8 +181,8 @@ class _Client(Recall):
 
 def _one_torch_thread() -> None:
     """A query is a few words: one thread embeds it in milliseconds, and torch's thread team
-    only adds waiting, badly so on a busy machine (measured on 2 shared cores: p50 57 ms with
-    one thread, 550 ms with two). Only this server's process is affected."""
+    only adds waiting, badly so on a busy machine (several times the one-thread latency on
+    2 shared cores: bench/LOG.md). Only this server's process is affected."""
     try:
         import torch
     except ImportError:
@@ -201,7 +201,7 @@ class Backend:
     def __init__(self, dsn: str | None, agent: str, *, model: str | None = None,
                  embedder: Embedder | None = None, pool_size: int = POOL_SIZE):
         if not agent or not agent.strip():
-            raise ConfigError("an agent id is required (--agent or $PYRECALL_AGENT)")
+            raise ConfigError("an agent id is required (--agent-id or $PYRECALL_AGENT)")
         self.agent = agent
         self._dsn = dsn
         self.embedder = embedder or get_embedder(model)
@@ -367,12 +367,23 @@ def _validation_line(tool: str, exc: ValidationError, arguments: dict) -> str:
     return f"invalid arguments for {tool}: {where}: {err['msg']}{got}"
 
 
+# Arguments renamed to the SQL functions' parameter names: the former name is still accepted
+# (not shown in the tool's schema); both at once is an error.
+FORMER_NAMES = {"context": {"task": "task_text"}}
+
+
 class RecallServer(MCPServer):
     """MCPServer that refuses unknown arguments and reports bad ones in one line."""
 
     async def call_tool(self, name, arguments, context=None):
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
+            arguments = dict(arguments or {})
+            for old, new in FORMER_NAMES.get(name, {}).items():
+                if old in arguments:
+                    if new in arguments:
+                        raise ToolError(f"{old} is the former name of {new}: give one of them")
+                    arguments[new] = arguments.pop(old)
             known = set(tool.parameters.get("properties", {}))
             unknown = sorted(set(arguments) - known)
             if unknown:
@@ -450,7 +461,7 @@ def build_server(backend: Backend) -> RecallServer:
         return _result(_recall_text(result, infos), out)
 
     def context(
-        task: Annotated[str | None, Field(description="What this session is about.")] = None,
+        task_text: Annotated[str | None, Field(description="What this session is about.")] = None,
         project: Annotated[str | None, Field(description="The project (as recorded).")] = None,
         branch: Annotated[str | None, Field(description="The git branch.")] = None,
         token_budget: Annotated[int, Field(ge=0, le=1_000_000)] = 4000,
@@ -459,7 +470,7 @@ def build_server(backend: Backend) -> RecallServer:
         and branch, work related to the task, failures to avoid; as Markdown for the prompt,
         and its rows."""
         with backend.client() as r:
-            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task_text,
                                     token_budget=token_budget)
             infos = r.session_infos(m.session_id for m in result.memories)
         scope = {k: v for k, v in (("project", project), ("branch", branch)) if v}

@@ -33,12 +33,12 @@ PROMPT = (
 )
 
 TODO_SQL = """
-select s.session_id, s.title
+select s.agent_id, s.session_id, s.title
 from recall.sessions s
 where (%(agent)s::text is null or s.agent_id = %(agent)s)
   and (not %(only_stale)s or s.summary is null or s.summary_model is distinct from %(model)s
        or exists (select from recall.chunks c
-                  where c.session_id = s.session_id and c.kind <> 'summary'
+                  where c.agent_id = s.agent_id and c.session_id = s.session_id and c.kind <> 'summary'
                     and c.embedded_at > s.summary_at))
 order by s.started_at, s.session_id
 """
@@ -47,7 +47,7 @@ SAVE_SQL = """
 with s as (
   update recall.sessions
      set summary = %(text)s, summary_model = %(model)s, summary_at = now()
-   where session_id = %(sid)s
+   where agent_id = %(agent)s and session_id = %(sid)s
   returning *
 )
 insert into recall.chunks as c
@@ -58,7 +58,7 @@ select s.agent_id, s.session_id, 'summary', 0, 0, '{}', %(chunk)s,
        s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
          || jsonb_build_object('summary_model', %(model)s::text)
 from s
-on conflict (session_id, kind, first_seq, part) do update
+on conflict (agent_id, session_id, kind, first_seq, part) do update
   set content = excluded.content, n_tokens = excluded.n_tokens, created_at = excluded.created_at,
       metadata = excluded.metadata,
       embedding = case when c.content = excluded.content then c.embedding end,
@@ -103,12 +103,12 @@ def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: s
     return report
 
 
-def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str | None]], model: str,
+def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str | None]], model: str,
                       complete: Callable[..., object], report: SummaryReport,
                       progress: Callable[[str], None] | None = None) -> None:
-    """Have ``model`` write the summary of each (session_id, title); failures are counted."""
-    for session_id, title in todo:
-        transcript = _transcript(conn, session_id)
+    """Have ``model`` write the summary of each (agent_id, session_id, title); failures are counted."""
+    for agent_id, session_id, title in todo:
+        transcript = _transcript(conn, agent_id, session_id)
         if not transcript:
             continue
         try:
@@ -123,16 +123,17 @@ def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str | None
                 break  # a bad key or an unknown model: no use trying every session
             continue
         label = f'Summary of session "{title}"' if title else "Summary of session"
-        conn.execute(SAVE_SQL, {"sid": session_id, "text": text, "model": model,
+        conn.execute(SAVE_SQL, {"agent": agent_id, "sid": session_id, "text": text, "model": model,
                                 "chunk": f"{label}: {text}"})
         report.written += 1
         if progress:
             progress(session_id)
 
 
-QUIET_SQL = ("select q.session_id, s.title from recall.summarize_quiet_sessions("
+QUIET_SQL = ("select s.agent_id, q.session_id, s.title from recall.summarize_quiet_sessions("
              "quiet => %(quiet)s, agent_id => %(agent)s, model => %(model)s, "
-             "max_sessions => %(max)s) q join recall.sessions s using (session_id)")
+             "max_sessions => %(max)s) q join recall.sessions s using (session_id) "
+             "where %(agent)s::text is null or s.agent_id = %(agent)s")
 
 
 class QuietSummarizer:
@@ -170,10 +171,10 @@ class QuietSummarizer:
         return report
 
 
-def _transcript(conn: psycopg.Connection, session_id: str) -> str:
+def _transcript(conn: psycopg.Connection, agent_id: str, session_id: str) -> str:
     """The session as plain text for the model; the middle is cut out of a long one."""
     rows = conn.execute("select role, kind, content, metadata->>'is_error' from recall.messages "
-                        "where session_id = %s order by seq", [session_id]).fetchall()
+                        "where agent_id = %s and session_id = %s order by seq", [agent_id, session_id]).fetchall()
     lines = []
     for role, kind, content, is_error in rows:
         if kind == "text":

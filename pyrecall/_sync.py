@@ -264,7 +264,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         if start and parsed.end_offset < start:  # the parser found the file shorter: reread
             result.start_offset, result.status = 0, "rewritten"
         if result.start_offset:
-            _keep_first_project(conn, parsed.sessions)
+            _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
             ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
@@ -282,15 +282,15 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         return result
 
 
-def _keep_first_project(conn: psycopg.Connection, sessions) -> None:
+def _keep_first_project(conn: psycopg.Connection, sessions, agent_id: str) -> None:
     """Appended lines do not move a stored session to another project: the Claude Code
     importer takes the first cwd of a file as its project, later ones may be subfolders."""
     ids = [s.session_id for s in sessions if s.project]
     if not ids:
         return
     stored = {sid for (sid,) in conn.execute(
-        "select session_id from recall.sessions where session_id = any(%s) and project is not null",
-        [ids]).fetchall()}
+        "select session_id from recall.sessions where agent_id = %s and session_id = any(%s) "
+        "and project is not null", [agent_id, ids]).fetchall()}
     for s in sessions:
         if s.session_id in stored:
             s.project = None

@@ -41,8 +41,9 @@ BACKOFF_BASE_S = 30          # first retry after 30 s, then 60, 120, ... capped
 BACKOFF_CAP_S = 6 * 3600
 # A run that wrote at least this many chunks vacuums them: each write of an embedding is an
 # UPDATE, which leaves the old row version behind, and until autovacuum comes (minutes, after
-# 20% of a big table has changed) queries wade through them (hybrid_recall p95 x16 measured
-# after embedding 100k chunks). VACUUM (ANALYZE) also gives the planner the new statistics.
+# 20% of a big table has changed) queries wade through them (hybrid_recall's p95 grew many
+# times after embedding 100k chunks: bench/LOG.md). VACUUM (ANALYZE) also gives the planner
+# the new statistics.
 VACUUM_MIN_ROWS = 1000
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import psycopg
 
-from . import _config, _db, _migrate
+from . import _config, _db
 from ._errors import PyrecallError, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -56,9 +56,32 @@ def dsn_option(fn):
 
 
 def agent_option(fn):
-    return click.option("--agent", envvar="PYRECALL_AGENT", default=_config.DEFAULT_AGENT,
+    """``--agent-id`` (as the SQL functions name it; ``--agent``, its former name, still works),
+    passed to the command as ``agent``."""
+    fn = former_name("--agent", "agent", new="--agent-id")(fn)
+    return click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=_config.DEFAULT_AGENT,
                         show_default=True,
                         help="Agent whose memory to use (env: PYRECALL_AGENT).")(fn)
+
+
+def former_name(old: str, param: str, *, new: str | None = None, **attrs):
+    """Keep ``old``, the former name of the option ``new`` (default ``--param``), working for
+    ``param``, hidden from --help; both on one command line is a usage error."""
+    hidden = f"_former_{param}"
+    new = new or "--" + param.replace("_", "-")
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            value = kwargs.pop(hidden)
+            if value is not None:
+                given = click.get_current_context().get_parameter_source(param)
+                if given is click.core.ParameterSource.COMMANDLINE:
+                    raise click.UsageError(f"{old} is the former name of {new}: give one of them")
+                kwargs[param] = value
+            return fn(*args, **kwargs)
+        return click.option(old, hidden, hidden=True, default=None, **attrs)(wrapper)
+    return decorate
 
 
 def json_option(fn):
@@ -87,11 +110,18 @@ def _check_model(embedder) -> None:
                                    f"{_error_text(exc)}") from None
 
 
-def _client(dsn: str | None, model: str | None = None):
+def _client(dsn: str | None, model: str | None = None, *, embedder=None):
     """A Recall client: the database is installed on first use, as the Python client does."""
     from .client import Recall
 
-    return Recall(dsn, embedder=_embedder(model))
+    return Recall(dsn, embedder=embedder or _embedder(model))
+
+
+def _bare_client(dsn: str | None):
+    """A Recall client that installs nothing by itself (for `pyrecall migrate`)."""
+    from .client import Recall
+
+    return Recall(dsn, migrate=False)
 
 
 def _stderr_console():
@@ -251,7 +281,7 @@ def main():
       pyrecall db start && pyrecall migrate
       pyrecall import ~/.claude/projects && pyrecall embed
       pyrecall recall "how did I handle authentication?"
-      pyrecall recall --auto --budget 4000 --format context
+      pyrecall recall --auto --token-budget 4000 --format context
     """
 
 
@@ -358,8 +388,8 @@ def migrate(ctx, dim, dry_run, dsn):
     """
     if ctx.invoked_subcommand is not None:
         return
-    with _db.connect(dsn) as conn:
-        report = _migrate.migrate(conn, dim=dim, dry_run=dry_run)
+    with _bare_client(dsn) as r:
+        report = r.migrate(dim=dim, dry_run=dry_run)
     if dry_run:
         click.echo(f"would apply: {', '.join(report.pending) or 'nothing'}; "
                    f"would re-apply functions: {', '.join(report.functions)} (dim {report.dim})")
@@ -378,8 +408,8 @@ def migrate_status(dsn):
     Example:
       pyrecall migrate status
     """
-    with _db.connect(dsn) as conn:
-        states = _migrate.status(conn)
+    with _bare_client(dsn) as r:
+        states = r.migration_status()
     for s in states:
         click.echo(f"{s.state:8} {s.name}  {s.applied_at or ''}".rstrip())
     if any(s.state == "changed" for s in states):
@@ -397,7 +427,7 @@ def migrate_status(dsn):
               "current branch.")
 @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="At most this many memories.")
-@click.option("--budget", type=click.IntRange(0), default=None, metavar="TOKENS",
+@click.option("--token-budget", "budget", type=click.IntRange(0), default=None, metavar="TOKENS",
               help="Token budget of the answer [default: none; 4000 with --auto].")
 @click.option("--since", type=SINCE, default=None,
               help="Only memories since then: 7d, 12h, 2w, 30m, or a date (2026-01-01).")
@@ -418,12 +448,13 @@ def migrate_status(dsn):
               "context as the JSON a SessionStart hook answers with (Codex CLI, Gemini CLI).")
 @click.option("--by-session", is_flag=True,
               help="Session-aware: the best sessions first, then their best chunks.")
-@click.option("--sessions", "n_sessions", type=click.IntRange(1, 100), default=None,
+@click.option("--n-sessions", type=click.IntRange(1, 100), default=None, metavar="N",
               help="With --by-session: how many sessions [default: recall.session_recall's, 10].")
 @click.option("--auto", is_flag=True, help="The session-start context: recent work on this "
-              "project and branch, work related to --task, failures to avoid.")
-@click.option("--task", default=None, help="With --auto: what the new session is about.")
-@click.option("--exclude-session", default=None, metavar="SESSION",
+              "project and branch, work related to --task-text, failures to avoid.")
+@click.option("--task-text", default=None, metavar="TEXT",
+              help="With --auto: what the new session is about [default: QUERY].")
+@click.option("--exclude-session-id", "exclude_session", default=None, metavar="SESSION",
               help="Leave out this session (the current one).")
 @click.option("--hook", is_flag=True, help="Read a SessionStart hook's JSON from stdin (Claude "
               "Code, Codex CLI, Gemini CLI): its cwd gives project and branch, its session_id is "
@@ -445,8 +476,12 @@ def migrate_status(dsn):
 @model_option
 @dsn_option
 @handle_errors
+@former_name("--sessions", "n_sessions", type=click.IntRange(1, 100))
+@former_name("--task", "task_text")
+@former_name("--budget", "budget", new="--token-budget", type=click.IntRange(0))
+@former_name("--exclude-session", "exclude_session", new="--exclude-session-id")
 def recall(query, agent, project, branch, k, budget, since, until, filters, min_similarity, weights,
-           fmt, by_session, n_sessions, auto, task, exclude_session, hook, source_agent, kinds,
+           fmt, by_session, n_sessions, auto, task_text, exclude_session, hook, source_agent, kinds,
            turns_per_session, as_of, all_projects, model, dsn):
     """Recall what matters from past sessions, ranked in the database: by meaning, keywords,
     recency and importance (recall.hybrid_recall); session-aware with --by-session
@@ -456,14 +491,14 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     \b
     Examples:
       pyrecall recall "how did I handle authentication?"
-      pyrecall recall "docker deploy" --since 30d --budget 1500 --format json
+      pyrecall recall "docker deploy" --since 30d --token-budget 1500 --format json
       pyrecall recall "why did the alpine build fail?" --by-session
       pyrecall recall "refund webhook" --filter author=bob --filter author=carol --until 2026-03-01
       pyrecall recall "deploy" --filter is_error:=true --weights 0.3,0.7,0,0.1
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
-      pyrecall recall --auto --budget 4000 --format context     # in a SessionStart hook
+      pyrecall recall --auto --token-budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
-      pyrecall recall --auto --task "deploy the API to staging"
+      pyrecall recall --auto --task-text "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
     from . import _render
@@ -478,15 +513,15 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
             raise click.UsageError("--auto chooses its own memories: drop --by-session/--kind/--since/"
                                    "--until/--filter/--source-agent/--min-similarity/--weights/"
                                    "--turns-per-session")
-        task = task if task is not None else query
+        task_text = task_text if task_text is not None else query
         if project is None and not hook:
             project, detected = git_scope()
             branch = branch if branch is not None else detected
         fmt = fmt or "context"
         budget = 4000 if budget is None else budget
     else:
-        if task is not None:
-            raise click.UsageError("--task goes with --auto")
+        if task_text is not None:
+            raise click.UsageError("--task-text goes with --auto")
         if not query or not query.strip():
             raise click.UsageError("give a QUERY (or --auto for the session-start context)")
         fmt = fmt or "table"
@@ -509,7 +544,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     r = _client(dsn, model)
     try:
         if auto:
-            result = r.auto_context(agent, project=project, branch=branch, task_text=task,
+            result = r.auto_context(agent, project=project, branch=branch, task_text=task_text,
                                     token_budget=budget, exclude_session_id=exclude_session,
                                     all_projects=all_projects, as_of=as_of)
             mode = "auto"
@@ -641,7 +676,7 @@ def import_(paths, agent, full, as_json, dsn):
     \b
     Example:
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
-      pyrecall import export.json chats/ --agent support-bot
+      pyrecall import export.json chats/ --agent-id support-bot
     """
     _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw))
 
@@ -680,7 +715,7 @@ def sync(paths, agent, as_json, dsn):
 @main.command()
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Chunks per batch (one transaction each).")
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's chunks [default: every agent].")
 @click.option("--since", type=SINCE, default=None, help="Only chunks since then: 7d, 2026-01-01.")
 @click.option("--filter", "filters", type=MetadataFilter(), multiple=True,
@@ -696,6 +731,7 @@ def sync(paths, agent, as_json, dsn):
 @json_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, model, as_json, dsn):
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
@@ -771,7 +807,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
 @main.command()
 @click.option("--batch-size", type=click.IntRange(1, 4096), default=64, show_default=True,
               help="Chunks per batch.")
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's chunks [default: every agent].")
 @click.option("--idle-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
               help="Seconds between checks when no NOTIFY arrives (retries whose backoff ran out).")
@@ -785,6 +821,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
 @model_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, model, dsn):
     """Embed continuously: whatever is pending, then wait for new chunks (LISTEN/NOTIFY).
     Between batches, keep session summaries current: a session quiet for --summarize-after
@@ -799,29 +836,21 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
       pyrecall worker --batch-size 128
       PYRECALL_SUMMARY_MODEL=openai/gpt-4o-mini pyrecall worker --summarize-after 30
     """
-    from . import _summarize, _worker
-
     embedder = _embedder(model)
     _check_model(embedder)
-    url = _db.resolve_dsn(dsn)
-    _client(url).close()  # install the schema on first use, check the connection
+    r = _client(dsn, embedder=embedder)  # installs the schema on first use, checks the connection
 
     def on_report(rep):
         click.echo(f"{datetime.now():%H:%M:%S} embedded {rep.embedded}, failed {rep.failed}, "
                    f"pending {rep.pending} ({rep.seconds:.1f} s)")
 
+    def on_summary(rep):
+        click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"
+                   + (f", {rep.written} by {llm}" if llm else "")
+                   + (f", {rep.failed} failed: {rep.errors[0]}" if rep.failed else ""))
+
     def on_term(signum, frame):
         raise KeyboardInterrupt
-
-    summarizer = None if no_summaries else _summarize.QuietSummarizer(
-        timedelta(minutes=quiet_minutes), agent_id=agent, model=llm or "")
-
-    def summarize(conn):
-        rep = summarizer.run(conn)
-        if rep.extractive:
-            click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"
-                       + (f", {rep.written} by {llm}" if llm else "")
-                       + (f", {rep.failed} failed: {rep.errors[0]}" if rep.failed else ""))
 
     previous = signal.signal(signal.SIGTERM, on_term)
     click.echo(f"worker: {embedder.model}, batches of {batch_size}"
@@ -829,21 +858,20 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
                   + (f" by {llm}" if llm else " (extractive)"))
                + "; Ctrl-C stops", err=True)
     try:
-        _worker.listen_loop(lambda: _db.connect(url),
-                            lambda conn: _worker.Worker(conn, embedder, batch_size=batch_size,
-                                                        agent=agent),
-                            idle_timeout=idle_timeout, on_report=on_report,
-                            between=None if summarizer is None else summarize)
+        r.run_worker(batch_size=batch_size, agent_id=agent, idle_timeout=idle_timeout,
+                     summarize_after=None if no_summaries else timedelta(minutes=quiet_minutes),
+                     summary_model=llm or "", on_report=on_report, on_summary=on_summary)
     except KeyboardInterrupt:
         click.echo("worker stopped", err=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        r.close()
 
 
 # ---------------------------------------------------------------- summarize
 
 @main.command()
-@click.option("--agent", envvar="PYRECALL_AGENT", default=None,
+@click.option("--agent-id", "agent", envvar="PYRECALL_AGENT", default=None,
               help="Only this agent's sessions [default: every agent].")
 @click.option("--summarize-with", "llm", default=None, metavar="MODEL",
               help="Have this chat model (litellm name, e.g. openai/gpt-4o-mini) write the "
@@ -853,6 +881,7 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
 @json_option
 @dsn_option
 @handle_errors
+@former_name("--agent", "agent", new="--agent-id")
 def summarize(agent, llm, everything, as_json, dsn):
     """Summarize sessions, for session-aware recall (--by-session) and --auto.
 
@@ -1120,7 +1149,7 @@ def forget(session, memory_id, everything, agent, yes, dsn):
     Example:
       pyrecall forget --session 6279b780      # an id, or a unique prefix of it
       pyrecall forget --memory 4711
-      pyrecall forget --all --agent test-bot --yes
+      pyrecall forget --all --agent-id test-bot --yes
     """
     if (session is not None) + (memory_id is not None) + bool(everything) != 1:
         raise click.UsageError("give one of --session SESSION, --memory ID or --all")
@@ -1208,7 +1237,7 @@ def mcp(agent, http, token, model, dsn):
     \b
     Examples:
       claude mcp add pyrecall -- pyrecall mcp
-      pyrecall mcp --agent support-bot
+      pyrecall mcp --agent-id support-bot
       pyrecall mcp --http 127.0.0.1:8765
       PYRECALL_MCP_TOKEN=s3cret pyrecall mcp --http 0.0.0.0:8765
     """
@@ -1250,7 +1279,7 @@ _register_bench()
 
 def _register_dba() -> None:
     from ._dba_cli import _commands
-    main.add_command(_commands(handle_errors, dsn_option, json_option), "dba")
+    main.add_command(_commands(handle_errors, dsn_option, json_option, former_name), "dba")
 
 
 _register_dba()

@@ -37,6 +37,7 @@ from ._worker import EmbedReport, Worker
 from .importers._records import Message, Session
 
 if TYPE_CHECKING:
+    from ._migrate import MigrationReport, MigrationState
     from ._summarize import SummaryReport
     from ._sync import FileResult, SyncReport
 
@@ -122,7 +123,7 @@ from recall.sessions s cross join lateral (
   select count(*) filter (where x.kind = 'text' and (x.role = 'user'
                           or s.metadata->>'chunking' = 'window')) as turns,
          min(x.created_at) as first_at, max(x.created_at) as last_at
-  from recall.messages x where x.session_id = s.session_id) m
+  from recall.messages x where x.agent_id = s.agent_id and x.session_id = s.session_id) m
 where s.session_id = any(%s)
 """
 
@@ -132,9 +133,10 @@ select s.session_id, s.title, s.project, s.branch, s.metadata->>'source_agent' a
        m.messages, m.turns,
        extract(epoch from coalesce(m.last_at, s.ended_at, s.started_at)
                           - coalesce(m.first_at, s.started_at))::float8 as span_seconds,
-       (select count(*) from recall.chunks c where c.session_id = s.session_id) as chunks,
        (select count(*) from recall.chunks c
-         where c.session_id = s.session_id and c.embedding is null) as pending,
+         where c.agent_id = s.agent_id and c.session_id = s.session_id) as chunks,
+       (select count(*) from recall.chunks c
+         where c.agent_id = s.agent_id and c.session_id = s.session_id and c.embedding is null) as pending,
        s.summary
 from (select * from recall.sessions s
       where s.agent_id = %(agent)s
@@ -149,14 +151,14 @@ cross join lateral (
                             and (x.role = 'user' or s.metadata->>'chunking' = 'window')) as turns,
          min(x.created_at) as first_at, max(x.created_at) as last_at
   from recall.messages x
-  where x.session_id = s.session_id) m
+  where x.agent_id = s.agent_id and x.session_id = s.session_id) m
 order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 """
 
 SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, started_at, ended_at, "
-                    "summary, summary_model, metadata from recall.sessions where session_id = %s")
+                    "summary, summary_model, metadata from recall.sessions where agent_id = %s and session_id = %s")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
-                     "where session_id = %s order by seq")
+                     "where agent_id = %s and session_id = %s order by seq")
 
 
 def _dicts(cur) -> list[dict]:
@@ -344,7 +346,7 @@ LOG_ON_SQL = ("select coalesce((select value = 'true'::jsonb from recall.config 
               "where key = 'recall_log'), false)")
 LOG_SQL = "select recall.log_recall(%s, %s, %s, %s, %s, %s, %s)"
 # a statement of its own (autocommit): its commit does not wait for the WAL flush (a log row
-# lost in a crash is acceptable; the flush cost 3-10 ms a recall on a busy disk)
+# lost in a crash is acceptable; waiting for the flush would add a disk's latency to recalls)
 LOG_SQL_ASYNC = ("select set_config('synchronous_commit', 'off', true), "
                  "recall.log_recall(%s, %s, %s, %s, %s, %s, %s)")
 
@@ -422,6 +424,27 @@ class Recall:
             self._embedder = get_embedder(self._model)
         return self._embedder
 
+    # -- install, upgrade
+    def migrate(self, *, dim: int | None = None, dry_run: bool = False) -> MigrationReport:
+        """Create or upgrade the recall schema and re-apply every function (safe to run
+        again, and beside another migrator: they serialise on a lock). ``dim``: the embedding
+        dimension, chosen at first install (default 384); ``dry_run``: only report what would
+        be applied. Open the client with ``migrate=False`` to choose ``dim`` yourself.
+
+        >>> Recall(migrate=False).migrate(dim=1536).applied  # doctest: +SKIP
+        ['001-schema', ...]
+        """
+        report = _migrate.migrate(self.conn, dim=dim, dry_run=dry_run)
+        if not dry_run:
+            register_vector(self.conn)
+        return report
+
+    def migration_status(self) -> list[MigrationState]:
+        """Each run-once migration with its state: applied, pending, or changed since it was
+        applied (a changed one is refused by :meth:`migrate`)."""
+        return _migrate.status(self.conn)
+
+
     # -- remember
     def add_session(self, session_id: str, agent_id: str, *, title: str | None = None,
                     project: str | None = None, branch: str | None = None,
@@ -459,6 +482,40 @@ class Recall:
         ``progress(n)`` is told each batch's size."""
         return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
                       reembed=reembed, filter=filter, progress=progress).run()
+
+    def run_worker(self, *, batch_size: int = 64, agent_id: str | None = None,
+                   idle_timeout: float = 30.0, summarize_after: timedelta | None = timedelta(minutes=10),
+                   summary_model: str | None = None,
+                   on_report: Callable[[EmbedReport], None] | None = None,
+                   on_summary: Callable[[SummaryReport], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> None:
+        """Embed continuously: what is pending, then wait for new chunks (LISTEN/NOTIFY, or
+        ``idle_timeout`` seconds for retries whose backoff ran out), until ``stop()`` is true
+        or KeyboardInterrupt. Between passes, sessions quiet for ``summarize_after`` whose
+        summary is stale are summarized: extractively in the database, then by
+        ``summary_model`` (a litellm chat model; default $PYRECALL_SUMMARY_MODEL, ``""`` for
+        none); ``summarize_after=None``: no summaries. Runs on its own connections to this
+        client's database and reconnects when the server goes away; several workers can run
+        at once. ``on_report`` is told each pass that found work, ``on_summary`` each pass
+        that summarized something.
+
+        >>> r.run_worker(batch_size=128, on_report=print)  # doctest: +SKIP
+        """
+        from . import _summarize
+
+        embedder = self.embedder
+        summarizer = None if summarize_after is None else _summarize.QuietSummarizer(
+            summarize_after, agent_id=agent_id, model=summary_model)
+
+        def summarize(conn):
+            report = summarizer.run(conn)
+            if on_summary is not None and report.extractive:
+                on_summary(report)
+
+        _worker.listen_loop(lambda: _db.connect(self.dsn),
+                            lambda conn: Worker(conn, embedder, batch_size=batch_size, agent=agent_id),
+                            idle_timeout=idle_timeout, stop=stop or (lambda: False),
+                            on_report=on_report, between=None if summarizer is None else summarize)
 
     def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
                       filter: dict | None = None, reembed: bool = False) -> int:
@@ -704,8 +761,8 @@ class Recall:
         """One session (by id or unique prefix) with its messages in order, under
         ``"messages"``; NotFoundError when the agent has no such session."""
         session_id = self.resolve_session(agent_id, session_id)
-        session = _dicts(self.conn.execute(SHOW_SESSION_SQL, [session_id]))[0]
-        return {**session, "messages": _dicts(self.conn.execute(SHOW_MESSAGES_SQL, [session_id]))}
+        session = _dicts(self.conn.execute(SHOW_SESSION_SQL, [agent_id, session_id]))[0]
+        return {**session, "messages": _dicts(self.conn.execute(SHOW_MESSAGES_SQL, [agent_id, session_id]))}
 
     def session_infos(self, session_ids: Iterable[str]) -> dict[str, SessionInfo]:
         """Title, project, branch, start, turns and time span of the sessions named (the
@@ -793,6 +850,16 @@ class AsyncRecall:
             return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
         return vector, None
 
+    # -- install, upgrade (on a worker thread, on the synchronous twin's connection)
+    async def migrate(self, *, dim: int | None = None, dry_run: bool = False) -> MigrationReport:
+        """See :meth:`Recall.migrate`."""
+        return await self._in_thread("migrate", dim=dim, dry_run=dry_run)
+
+    async def migration_status(self) -> list[MigrationState]:
+        """See :meth:`Recall.migration_status`."""
+        return await self._in_thread("migration_status")
+
+
     # -- remember
     async def add_session(self, session_id: str, agent_id: str, *, title: str | None = None,
                           project: str | None = None, branch: str | None = None,
@@ -817,6 +884,20 @@ class AsyncRecall:
         """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
         return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id,
                                      since=since, filter=filter, reembed=reembed, progress=progress)
+
+    async def run_worker(self, *, batch_size: int = 64, agent_id: str | None = None,
+                         idle_timeout: float = 30.0,
+                         summarize_after: timedelta | None = timedelta(minutes=10),
+                         summary_model: str | None = None,
+                         on_report: Callable[[EmbedReport], None] | None = None,
+                         on_summary: Callable[[SummaryReport], None] | None = None,
+                         stop: Callable[[], bool] | None = None) -> None:
+        """See :meth:`Recall.run_worker` (on a worker thread: cancelling the awaiting task
+        does not stop it, ``stop`` does; the callbacks run on that thread)."""
+        await self._in_thread("run_worker", batch_size=batch_size, agent_id=agent_id,
+                              idle_timeout=idle_timeout, summarize_after=summarize_after,
+                              summary_model=summary_model, on_report=on_report,
+                              on_summary=on_summary, stop=stop)
 
     async def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
                             filter: dict | None = None, reembed: bool = False) -> int:

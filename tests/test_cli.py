@@ -143,13 +143,55 @@ def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
 
 
 def test_auto_with_task_json(shop):
-    result = shop("recall", "--auto", "--task", "add a column with a migration", "--project",
+    result = shop("recall", "--auto", "--task-text", "add a column with a migration", "--project",
                   "/home/dev/shop", "--branch", "main", "--format", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["mode"] == "auto" and doc["source"] == "hybrid"
     assert {m["section"] for m in doc["memories"]} == {"recent", "related", "failures"}
     assert doc["tokens"] <= 4000
+
+
+def test_former_option_names_work_hidden(shop):
+    """The former names of options renamed as the SQL functions name their parameters
+    (--task, --sessions, --budget, --exclude-session, --agent for --task-text, --n-sessions,
+    --token-budget, --exclude-session-id, --agent-id) act as the new ones, are not in --help,
+    and cannot be given beside the new name."""
+    def rows(*args):
+        result = shop("recall", *args, "--format", "json")
+        assert result.exit_code == 0, result.output
+        return [(m["chunk_id"], m["session_id"]) for m in json.loads(result.stdout)["memories"]]
+
+    auto = ("--auto", "--project", "/home/dev/shop", "--branch", "main")
+    task = "add a column with a migration"
+    assert rows(*auto, "--task", task) == rows(*auto, "--task-text", task) != []
+    query = "alembic migration"
+    assert (rows(query, "--by-session", "--sessions", "1")
+            == rows(query, "--by-session", "--n-sessions", "1") != [])
+    everything = rows(query)
+    assert rows(query, "--budget", "40") == rows(query, "--token-budget", "40") != everything
+    first = everything[0][1]
+    assert (rows(query, "--exclude-session", first) == rows(query, "--exclude-session-id", first)
+            != everything)
+    assert first not in {sid for _, sid in rows(query, "--exclude-session", first)}
+    assert rows(query, "--agent", "claude-code") == rows(query, "--agent-id", "claude-code") == everything
+    assert rows(query, "--agent", "nobody") == rows(query, "--agent-id", "nobody") == []
+    shown = shop("recall", "--help").stdout
+    for name in ("--task-text", "--n-sessions", "--token-budget", "--exclude-session-id", "--agent-id"):
+        assert name in shown
+    assert not re.search(r"--(task|sessions|budget|exclude-session|agent)\b(?!-)", shown)
+    for old, new, value in (("--task", "--task-text", "a"), ("--agent", "--agent-id", "x")):
+        both = shop("recall", *auto, old, value, new, value)
+        assert both.exit_code == 2 and f"{old} is the former name of {new}: give one of them" in both.output
+
+
+def test_former_agent_name_on_embed(run):
+    """embed, worker and summarize have an --agent-id of their own (default: every agent);
+    --agent still works there too."""
+    run("import", FIXTURES / "reports.jsonl")
+    for flag in ("--agent", "--agent-id"):
+        assert json.loads(run("embed", "--dry-run", "--json", flag, "nobody").stdout)["pending"] == 0
+    assert json.loads(run("embed", "--dry-run", "--json").stdout)["pending"] == 2
 
 
 ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
@@ -159,7 +201,7 @@ ONE_SHOT = ("import sys\nfrom pyrecall.cli import main\ntry:\n    main()\nexcept
 
 @pytest.mark.parametrize("args", [
     ["recall", "alembic migration", "--format", "json"],
-    ["recall", "--auto", "--task", "add a column with a migration", "--hook", "--format", "json"],
+    ["recall", "--auto", "--task-text", "add a column with a migration", "--hook", "--format", "json"],
 ])
 def test_one_shot_recall_does_not_import_torch(shop_url, local_model, args):
     # A new process, as a shell or a hook runs it: the query is embedded by meaning (ONNX
@@ -343,7 +385,7 @@ BAD_DSN = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
 ERRORS = [  # args, exit status, message
     (["recall"], 2, "give a QUERY (or --auto for the session-start context)"),
     (["recall", "x", "--since", "yesterday"], 2, "'yesterday': expected a duration like 7d"),
-    (["recall", "x", "--task", "t"], 2, "--task goes with --auto"),
+    (["recall", "x", "--task-text", "t"], 2, "--task-text goes with --auto"),
     (["recall", "--auto", "--by-session"], 2, "--auto chooses its own memories"),
     (["recall", "x", "-k", "0"], 2, "0 is not in the range 1<=x<=1000"),
     (["recall", "x", "--format", "yaml"], 2, "'yaml' is not one of"),

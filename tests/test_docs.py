@@ -75,3 +75,15 @@ def test_readme_gives_the_default_weights_of_hybrid_recall():
     readme = (DOC.parent.parent / "README.md").read_text()
     line = next(x for x in readme.splitlines() if x.startswith("defaults:"))
     assert line.split()[1:] == list(defaults.values()), "update the formula in README.md"
+
+
+BENCHMARKS_MAX_LINES = 300
+
+
+def test_benchmarks_md_stays_short():
+    """docs/BENCHMARKS.md holds the current figures and the commands that reproduce them, in
+    at most 300 lines; how they were reached goes to bench/LOG.md."""
+    n = len((DOC.parent / "BENCHMARKS.md").read_text().splitlines())
+    assert n <= BENCHMARKS_MAX_LINES, (
+        f"docs/BENCHMARKS.md has {n} lines (at most {BENCHMARKS_MAX_LINES}): move what is history "
+        "(older runs, superseded versions, studies) to bench/LOG.md")

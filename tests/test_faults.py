@@ -494,7 +494,8 @@ def test_index_killed_mid_import_then_rerun_holds_exactly_the_files(db_url, conn
                            from recall.messages where agent_id = 'importer'""").fetchone()
     assert rows == (total, total, files, total, per_file)
     # the chunks are exactly what the messages derive: re-deriving them changes nothing
-    assert conn.execute("select recall._rechunk(array_agg(session_id), array_agg(0)) from recall.sessions "
+    assert conn.execute("select recall._rechunk(array_agg(agent_id), array_agg(session_id), array_agg(0)) "
+                        "from recall.sessions "
                         "where agent_id = 'importer'").fetchone()[0] == 0
     assert conn.execute("select count(*) from recall.chunks where agent_id = 'importer'").fetchone()[0] == total // 2
     assert conn.execute("select count(*) from recall.source_files where agent_id = 'importer' "

@@ -572,19 +572,19 @@ def run_cli(args, timeout=120):
 
 CLI_CASES = [  # (arguments, exit code, text expected in the output)
     *[(["recall", h[:2000]], 0, "") for h in HOSTILE],
-    *[(["recall", "docker", "--agent", h[:2000]], 0, "") for h in HOSTILE],
-    *[(["recall", "docker", "--project", h[:200], "--branch", h[:200], "--exclude-session", h[:200]], 0, "")
+    *[(["recall", "docker", "--agent-id", h[:2000]], 0, "") for h in HOSTILE],
+    *[(["recall", "docker", "--project", h[:200], "--branch", h[:200], "--exclude-session-id", h[:200]], 0, "")
       for h in HOSTILE[:6]],
-    (["recall", "--auto", "--task", HOSTILE[0], "--project", HOSTILE[1]], 0, ""),
+    (["recall", "--auto", "--task-text", HOSTILE[0], "--project", HOSTILE[1]], 0, ""),
     (["recall", "--by-session", HOSTILE[5]], 0, ""),
-    (["recall", "dock\x00er", "--agent", "c\x00li"], 0, "compose up"),
+    (["recall", "dock\x00er", "--agent-id", "c\x00li"], 0, "compose up"),
     (["recall", "docker", "-k", "1000000000000"], 2, "1<=x<=1000"),
     (["recall", "docker", "-k", "0"], 2, "1<=x<=1000"),
-    (["recall", "docker", "--budget", "-5"], 2, "x>=0"),
-    (["recall", "docker", "--budget", "99999999999999"], 1, "Error: "),
+    (["recall", "docker", "--token-budget", "-5"], 2, "x>=0"),
+    (["recall", "docker", "--token-budget", "99999999999999"], 1, "Error: "),
     (["recall", "docker", "--since", "'; drop table x; --"], 2, "Invalid value"),
     (["recall", "docker", "--format", "sql"], 2, "Invalid value"),
-    (["recall", "docker", "--sessions", "1000000", "--by-session"], 2, "1<=x<=100"),
+    (["recall", "docker", "--n-sessions", "1000000", "--by-session"], 2, "1<=x<=100"),
     (["recall", "docker", "--format", "json"], 0, "compose up"),
 ]
 

@@ -78,9 +78,12 @@ def test_tools_listed_and_each_answers(memories):
             assert t.output_schema and t.output_schema["type"] == "object", t.name
             assert t.input_schema.get("additionalProperties") is False, t.name
         assert by_name["recall"].input_schema["required"] == ["query"]
+        # named as recall.auto_context names it; "task", its former name, is accepted unlisted
+        assert "task_text" in by_name["context"].input_schema["properties"]
+        assert "task" not in by_name["context"].input_schema["properties"]
 
         found = await c.call_tool("recall", {"query": "how is the service released to production?"})
-        context = await c.call_tool("context", {"task": "release the service", "project": "api"})
+        context = await c.call_tool("context", {"task_text": "release the service", "project": "api"})
         sessions = await c.call_tool("sessions", {})
         limited = await c.call_tool("sessions", {"limit": 1})
         by_project = await c.call_tool("recall", {"query": "tokens", "project": "web", "k": 1})
@@ -124,7 +127,7 @@ def test_server_sees_only_its_agent(memories):
     async def scenario(c):
         return (await c.call_tool("recall", {"query": "zanzibar cluster basement datacenter"}),
                 await c.call_tool("sessions", {"limit": 100}),
-                await c.call_tool("context", {"task": "zanzibar"}))
+                await c.call_tool("context", {"task": "zanzibar"}))   # the former name of task_text
 
     recall_b, sessions, context = drive(memories, "A", scenario)
     assert all(m["session_id"].startswith("a-") for m in recall_b.structured_content["memories"])
@@ -279,7 +282,7 @@ def test_pinned_memories_open_the_context(memories):
         pinned = await c.call_tool("remember", {"content": "Always run the test suite with nice -n 10.",
                                                 "kind": "decision", "pin": True})
         await c.call_tool("remember", {"content": "The staging host is staging-1.", "kind": "fact"})
-        return pinned, await c.call_tool("context", {"task": "deploy the API", "project": "api"})
+        return pinned, await c.call_tool("context", {"task_text": "deploy the API", "project": "api"})
 
     pinned, context = drive(memories, "A", scenario)
     rows = context.structured_content["memories"]
@@ -320,6 +323,7 @@ BAD = [
     ("recall", {"query": "docker", "since": "yesterday"}, "since: 'yesterday': expected a duration"),
     ("recall", {"query": "docker", "token_budget": -5}, "token_budget"),
     ("context", {"token_budget": "lots"}, "token_budget"),
+    ("context", {"task": "a", "task_text": "b"}, "task is the former name of task_text: give one of them"),
     ("sessions", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
     ("sessions", {"agent": "B"}, "unknown argument(s) for sessions: agent"),
     ("recall", {"query": "docker", "as_of": "last week"}, "as_of: 'last week'"),

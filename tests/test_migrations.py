@@ -237,3 +237,22 @@ def test_text_scan_max_rows_follows_the_text_index_and_keeps_a_dbas_value(db_url
         conn.execute("create index chunks_tsv_idx on recall.chunks using gin (tsv)")
         _migrate.migrate(conn)
         assert _config(conn, "text_scan_max_rows") is None
+
+
+def test_client_migrate_chooses_the_dimension_then_reports_nothing_to_do(empty_db_url):
+    """Recall.migrate (what `pyrecall migrate` calls) on a client that installed nothing by
+    itself: the dry run changes nothing, the first install records the dimension asked for,
+    and migration_status then lists every migration as applied."""
+    from pyrecall import Recall
+
+    names = [f.name for f in _migrate.sql_files("incremental")]
+    with Recall(empty_db_url, migrate=False) as r:
+        dry = r.migrate(dim=8, dry_run=True)
+        assert (dry.pending, dry.applied, r.dimension()) == (names, [], None)
+        assert [s.state for s in r.migration_status()] == ["pending"] * len(names)
+        assert r.migrate(dim=8).applied == names
+        assert r.dimension() == 8
+        assert [s.state for s in r.migration_status()] == ["applied"] * len(names)
+        assert r.migrate().applied == []
+        with pytest.raises(DimensionMismatchError, match="stores 8-dimensional embeddings; 16 was asked for"):
+            r.migrate(dim=16)

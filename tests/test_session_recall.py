@@ -94,7 +94,7 @@ def test_extractive_summaries(recall):
 
 def test_cli_by_session(memory_url):
     env = {"PYRECALL_DSN": memory_url, "PYRECALL_AGENT": "ops"}
-    out = CliRunner().invoke(main, ["recall", QUERY, "--by-session", "--sessions", "2", "-k", "3",
+    out = CliRunner().invoke(main, ["recall", QUERY, "--by-session", "--n-sessions", "2", "-k", "3",
                                     "--format", "json"], env=env)
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)

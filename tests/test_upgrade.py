@@ -18,14 +18,22 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import drop_database, new_database
+from fake_embedder import FakeEmbedder
+from pgvector.psycopg import register_vector
 
 from pyrecall import _migrate
+from pyrecall._ingest import ingest
+from pyrecall._worker import Worker
+from pyrecall.importers._records import Message, Session
 
 ROOT = Path(__file__).resolve().parent.parent
+# the last commit before 010-agent-first-keys: its schema is what the keys migration upgrades
+BEFORE_KEYS = "a70d3ef"
 RELEASES = {
     "v1 (0911b0a)": "0911b0a4f2bc7663c0c42754d84485faf1f1adff",
     "v3 (dbf80ce)": "dbf80ce",
     "before sql/released (9de5f32)": "9de5f32",
+    "before agent-first keys (a70d3ef)": BEFORE_KEYS,
 }
 
 
@@ -128,3 +136,126 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server_url, tmp_path, mon
     finally:
         drop_database(server_url, upgraded)
         drop_database(server_url, fresh)
+
+
+# every table with agent rows, as rows of JSON: what the keys migration must keep, value for value
+TABLES = ("sessions", "messages", "chunks", "source_files", "recall_log", "config", "agent_bindings")
+
+
+def table_rows(conn: psycopg.Connection) -> dict[str, list]:
+    return {t: [r[0] for r in conn.execute(f"select to_jsonb(x)::text from recall.{t} x order by 1")]
+            for t in TABLES}
+
+
+def fill_rich(url: str) -> dict:
+    """Two agents' history as a user's database holds it before 010-agent-first-keys: sessions
+    with messages (turns, a tool call, a code block), chunks embedded by the worker, a memory
+    (pinned) and one superseded, summaries, an importance set by hand, a synced file, the recall
+    log. Returns the ids the test looks for afterwards."""
+    fake = FakeEmbedder()
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        for agent, topic in (("agent-a", "gateway certificate"), ("agent-b", "database vacuum")):
+            # plain SQL, as any client writes (this code's ingest names the new keys)
+            conn.execute("insert into recall.sessions (session_id, agent_id, title, project, branch) values "
+                         "(%s, %s, %s, 'infra', 'main'), (%s, %s, 'another day', 'infra', null)",
+                         [f"s-{agent}", agent, f"{topic} night", f"s-{agent}-2", agent])
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "insert into recall.messages (session_id, agent_id, external_id, role, kind, content, metadata) "
+                    "values (%s, %s, %s, %s, %s, %s, %s)",
+                    [(f"s-{agent}", agent, f"{agent}-m1", "user", "text", f"the nightly deploy failed: {topic} error", "{}"),
+                     (f"s-{agent}", agent, f"{agent}-m2", "assistant", "text", f"fixed the {topic} and re-ran the deploy", "{}"),
+                     (f"s-{agent}", agent, f"{agent}-m3", "assistant", "tool_call", f"run: check {topic}",
+                      '{"tool_use_id": "t1"}'),
+                     (f"s-{agent}", agent, f"{agent}-m4", "tool", "tool_result", f"{topic}: ok", '{"tool_use_id": "t1"}'),
+                     (f"s-{agent}", agent, f"{agent}-m5", "user", "text",
+                      f"show the config\n```ini\n[{topic}]\nrenew = monthly\n```", "{}"),
+                     (f"s-{agent}-2", None, f"{agent}-n1", "user", "text", f"is the {topic} still fine?", "{}")])
+            old = conn.execute("select recall.remember(%s, %s, 'fact', embedding => %s)",
+                               [agent, f"the {topic} renews weekly", fake.vector(f"{topic} weekly")]).fetchone()[0]
+            conn.execute("select recall.remember(%s, %s, 'fact', supersedes => %s, pinned => true)",
+                         [agent, f"the {topic} renews on the first of the month", old])
+        Worker(conn, fake).run()
+        conn.execute("select recall.summarize_sessions()")
+        conn.execute("select recall.set_importance(agent_id, chunk_id, 0.95) from recall.chunks "
+                     "where agent_id = 'agent-a' and kind = 'code'")
+        conn.execute("insert into recall.source_files (path, agent_id, format, size, mtime) "
+                     "values ('/tmp/a.jsonl', 'agent-a', 'claude-code', 10, now())")
+        conn.execute("insert into recall.config (key, value) values ('recall_log', 'true') "
+                     "on conflict (key) do update set value = excluded.value")
+        conn.execute("select recall.log_recall('agent-a', 'hybrid_recall', 1.5, 3, 'certificate')")
+        return {"query": fake.vector("gateway certificate weekly")}
+
+
+def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, monkeypatch):
+    """010-agent-first-keys on a database with data: every row of every table the same after,
+    the new keys in place, recall (the three public functions and the memories) returns what
+    it returned before, and writing goes on through the new ON CONFLICT targets."""
+    old = old_sql(BEFORE_KEYS, tmp_path)
+    url = new_database(server_url, template=None)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(_migrate, "sql_dir", lambda: old)
+            with psycopg.connect(url, autocommit=True) as conn:
+                _migrate.migrate(conn, dim=384)
+        ids = fill_rich(url)
+        recall_sql = {
+            "hybrid": "select chunk_id, session_id, kind, content, memory_id from recall.hybrid_recall("
+                      "'agent-a', 'certificate deploy', %(q)s, k => 20)",
+            "session": "select chunk_id, session_id, session_rank from recall.session_recall("
+                       "'agent-a', 'certificate deploy', %(q)s)",
+            "auto": "select chunk_id, section, content from recall.auto_context("
+                    "'agent-a', 'infra', task_text => 'certificate', task_embedding => %(q)s)",
+            "memories": "select memory_id, content, pinned from recall.memories('agent-a')",
+        }
+        with psycopg.connect(url, autocommit=True) as conn:
+            register_vector(conn)
+            before = table_rows(conn)
+            found = {name: conn.execute(q, {"q": ids["query"]}).fetchall() for name, q in recall_sql.items()}
+            report = _migrate.migrate(conn)
+            assert report.applied == ["010-agent-first-keys"]
+            after = table_rows(conn)
+            assert {t: len(r) for t, r in after.items()} == {t: len(r) for t, r in before.items()}
+            assert after == before
+            assert all(before[t] for t in ("sessions", "messages", "chunks", "source_files", "recall_log"))
+            embedded = conn.execute("select count(*) filter (where embedding is not null), count(*) "
+                                    "from recall.chunks").fetchone()
+            assert embedded[0] == embedded[1] > 10
+            assert conn.execute("select count(*) from recall.sessions where summary is not null").fetchone()[0] >= 4
+            keys = dict(conn.execute(
+                "select conname, pg_get_constraintdef(oid) from pg_constraint "
+                "where conrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass, "
+                "'recall.chunks'::regclass, 'recall.recall_log'::regclass) and contype in ('p', 'u', 'f')"))
+            assert keys["sessions_pkey"] == "PRIMARY KEY (agent_id, session_id)"
+            assert keys["chunks_session_fkey"].startswith(
+                "FOREIGN KEY (agent_id, session_id) REFERENCES recall.sessions(agent_id, session_id)")
+            assert all("agent_id" in d for n, d in keys.items() if n != "sessions_session_id_key")
+            # recall returns what it returned before, for the same data
+            for name, q in recall_sql.items():
+                assert conn.execute(q, {"q": ids["query"]}).fetchall() == found[name], name
+            assert all(found.values()), {n: len(r) for n, r in found.items()}
+            assert any(r[4] is not None for r in found["hybrid"])           # a memory among them
+            assert {r[1] for r in found["hybrid"]} <= {"s-agent-a", "s-agent-a-2", "memories:agent-a"}
+            assert {r[1] for r in found["auto"]} >= {"pinned"}
+            # writing goes on: a new message rechunks (ON CONFLICT of the chunker), a re-import
+            # upserts its session, a summary is written again, a memory is stored
+            ingest(conn, [Session("s-agent-a", "agent-a", "gateway certificate night", messages=[
+                Message("agent-a-m6", "assistant", "text", "the certificate is renewed until June")])],
+                agent_id="agent-a")
+            again = ingest(conn, [Session("s-agent-a", "agent-a", "renamed", messages=[
+                Message("agent-a-m6", "assistant", "text", "the certificate is renewed until June")])],
+                agent_id="agent-a")
+            assert again.inserted == 0
+            assert conn.execute("select title from recall.sessions where session_id = 's-agent-a'").fetchone()[0] \
+                == "renamed"
+            Worker(conn, FakeEmbedder()).run()
+            assert conn.execute("select recall.summarize_sessions()").fetchone()[0] >= 1
+            conn.execute("select recall.remember('agent-a', 'June is when the certificate expires')")
+            rows = conn.execute("select content from recall.hybrid_recall('agent-a', 'certificate June')").fetchall()
+            assert any("June" in r[0] for r in rows)
+            # a session id stays unique across agents on one node
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute("insert into recall.sessions (session_id, agent_id) values ('s-agent-a', 'agent-b')")
+    finally:
+        drop_database(server_url, url)

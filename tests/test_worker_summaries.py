@@ -96,6 +96,32 @@ def test_worker_loop_summarizes_between_batches(db_url, world):
     assert summaries(world) == {"later": "extractive", "old": "extractive"}
 
 
+@pytest.mark.parametrize("twin", ["sync", "async"])
+def test_client_run_worker_embeds_summarizes_and_stops(db_url, world, twin):
+    """Recall.run_worker (what `pyrecall worker` calls), and its AsyncRecall twin: a pass
+    embeds the new chunks and is reported, the quiet session is summarized and reported, and
+    ``stop`` ends the loop."""
+    import asyncio
+
+    from pyrecall import AsyncRecall, Recall
+
+    talk(world, "later", 60, ["Why did the export time out?", "The query lacked an index."])
+    reports, summarized = [], []
+    kwargs = {"idle_timeout": 0.1, "summary_model": "", "on_report": reports.append,
+              "on_summary": summarized.append, "stop": lambda: len(summarized) >= 1}
+    if twin == "sync":
+        with Recall(db_url, embedder=FakeEmbedder()) as r:
+            r.run_worker(**kwargs)
+    else:
+        async def go():
+            async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder()) as r:
+                await r.run_worker(**kwargs)
+        asyncio.run(go())
+    assert [(p.embedded, p.pending) for p in reports] == [(1, 0)]   # one turn, one chunk
+    assert summarized[0].extractive == 2
+    assert summaries(world) == {"later": "extractive", "old": "extractive"}
+
+
 def test_with_a_model_and_a_pause_when_it_keeps_failing(world):
     calls = []
 

@@ -579,7 +579,7 @@ def index_cmd(n_sessions, sample, runs, seed, json_file, dsn):
 
     Generates realistic Claude Code sessions (tool calls, code, thinking, ~50 chunks each),
     imports them (`pyrecall import`), embeds every chunk (`pyrecall embed`), and measures the
-    raw model on the same chunks, hybrid_recall's p95 before and after the job's vacuum, and
+    raw model on the same chunks, hybrid_recall's p95 right after the embedding and settled, and
     cold `pyrecall recall` processes (median of --runs). Prints one JSON report.
 
     \b

@@ -1,26 +1,31 @@
 """Index a real-sized history end to end: generated Claude Code sessions, `pyrecall import`,
 `pyrecall embed` with the local model, then cold one-shot recalls.
 
-Steps, each timed, into a throwaway database:
+Steps, each timed, into a throwaway database, through the client the commands call:
 1. write N sessions (pyrecall.bench.sessions, ~50 chunks each);
-2. import them (``_sync.index``, what `pyrecall import DIR` calls);
-3. embed every chunk (``Worker``, what `pyrecall embed` runs), model loaded beforehand;
-   the job's VACUUM (ANALYZE) timed apart, with hybrid_recall's p95 before it (what the job
-   used to leave behind), right after it, and after a second vacuum (the settled state);
+2. import them (``Recall.import_``, what `pyrecall import DIR` calls);
+3. embed every chunk (``Recall.embed_pending``, what `pyrecall embed` runs, its VACUUM
+   (ANALYZE) of a large run included), model loaded beforehand; hybrid_recall's p95 right
+   after it and after a second vacuum (the settled state);
 4. the raw model on a sample of the same chunks (batch 64): the local bulk model
    (sentence-transformers) and ONNX Runtime, so the pipeline's share of the model's speed
    is measured in the same run;
-5. cold `pyrecall recall "QUESTION"` and `pyrecall recall --auto --task T --hook`, each a new
-   process, 5 runs, median.
+5. cold `pyrecall recall "QUESTION"` and `pyrecall recall --auto --task-text T --hook`, each a
+   new process, 5 runs, median.
+
+The p95 and the sample of chunk texts are read on a second connection of the benchmark's own
+(instruments, not the product's path).
 
     >>> run(20)["end_to_end_s"]  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _db, _sync, _worker
-from .._embed import LocalEmbedder
+from .. import _db
+from .._embed import BULK_TEXTS, LocalEmbedder
+from ..client import Recall
 from ._scratch import scratch_database
 from .ingest import server_cpu_ns
 from .sessions import write_sessions
@@ -63,21 +69,35 @@ def _command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from pyrecall.cli import main; main()"]
 
 
+def _compile_package() -> None:
+    """Byte-compile pyrecall as installing its wheel does: a development tree run with
+    PYTHONDONTWRITEBYTECODE=1 (or edited since) would otherwise compile its modules in every
+    process, which no installed copy does."""
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
+
+
 def cold_recall(url: str, args: list[str], runs: int = 5, stdin: str | None = None,
                 check: bool = True) -> dict[str, Any]:
-    """Wall seconds of ``pyrecall ARGS`` in new processes: median and every run."""
+    """Wall and CPU seconds (user + system, the process and its children) of ``pyrecall ARGS``
+    in new processes: medians and every run. CPU time hardly moves with the machine's load;
+    wall time does."""
     env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1"}
-    times = []
+    _compile_package()
+    times, cpus = [], []
     for _ in range(runs):
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run([*_command(), *args], env=env, input=stdin or "", capture_output=True,
                               text=True, timeout=300)
         times.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if check and (proc.returncode != 0
                       or not re.search(r'source=hybrid|"source": "hybrid"', proc.stdout)):
             raise RuntimeError(f"pyrecall {' '.join(args)} failed or did not recall by meaning: "
                                f"{(proc.stderr or proc.stdout).strip()[-300:]}")
-    return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times]}
+    return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
+            "median_cpu_s": round(statistics.median(cpus), 3)}
 
 
 def _raw(encode: Callable[[list[str]], Any], texts: list[str]) -> tuple[float, float]:
@@ -98,53 +118,46 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
         write_sessions(tmp, n_sessions, seed=seed)
         report["generate_s"] = round(time.perf_counter() - t, 1)
         log(f"{n_sessions} sessions written in {report['generate_s']} s")
-        with scratch_database(dsn) as url, _db.connect(url) as conn:
+        embedder = LocalEmbedder()
+        with scratch_database(dsn) as url, Recall(url, embedder=embedder) as r, \
+                _db.connect(url) as probe:
             t = time.perf_counter()
-            imported = _sync.index(conn, [tmp], agent_id=AGENT)
+            imported = r.import_([tmp], agent_id=AGENT)
             report["index_s"] = round(time.perf_counter() - t, 1)
             report["messages"] = imported.inserted
-            report["chunks"] = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+            report["chunks"] = sum(s["chunks"] for s in r.sessions(AGENT, limit=n_sessions + 1))
             log(f"indexed: {report['chunks']} chunks in {report['index_s']} s")
 
-            embedder = LocalEmbedder()
             t = time.perf_counter()
-            bulk = embedder._loaded(_embed_bulk())[0]   # the model `pyrecall embed` uses
+            embedder.embed(["warm up"] * (BULK_TEXTS + 1))   # loads the model `pyrecall embed` uses
             report["model_load_s"] = round(time.perf_counter() - t, 1)
-            report["bulk_backend"] = type(bulk).__name__
+            report["bulk_backend"] = type(embedder._loaded(BULK_TEXTS + 1)[0]).__name__
             # the raw model on a sample of the same chunks, half before and half after the
             # pipeline, so that a change of the machine's load weighs on both alike
-            texts = [r[0] for r in conn.execute("select content from recall.chunks where "
-                                                "content ~ '\\S' order by chunk_id").fetchall()]
+            texts = [row[0] for row in probe.execute("select content from recall.chunks where "
+                                                     "content ~ '\\S' order by chunk_id").fetchall()]
             texts = random.Random(seed).sample(texts, min(sample, len(texts)))
             half = len(texts) // 2
             raw_before = _raw(embedder.embed, texts[:half])
 
             vectors = [np.asarray(v, dtype=np.float32) for v in embedder.embed(QUERIES)]
-            worker = _worker.Worker(conn, embedder, batch_size=64)
-            saved = _worker.VACUUM_MIN_ROWS
-            _worker.VACUUM_MIN_ROWS = 2**62  # vacuum apart below, to measure before and after
-            try:
-                t, cpu, server = time.perf_counter(), time.process_time(), server_cpu_ns(conn)
-                embedded = worker.run()
-                embed_s, embed_cpu = time.perf_counter() - t, time.process_time() - cpu
-                server_end = server_cpu_ns(conn)
-            finally:
-                _worker.VACUUM_MIN_ROWS = saved
+            backend = r.conn.info.backend_pid          # whose CPU time the embedding costs
+            t, cpu, server = time.perf_counter(), time.process_time(), server_cpu_ns(probe, backend)
+            embedded = r.embed_pending(batch_size=64)
+            embed_s, embed_cpu = time.perf_counter() - t, time.process_time() - cpu
+            server_end = server_cpu_ns(probe, backend)
             if server is not None and server_end is not None:
                 embed_cpu += (server_end - server) / 1e9   # the backend's share: claims, updates
             report["embed_s"] = round(embed_s, 1)
             report["embedded"] = embedded.embedded
+            report["vacuumed"] = embedded.vacuumed
             report["pipeline_chunks_per_s"] = round(embedded.embedded / embed_s, 1)
             report["pipeline_chunks_per_cpu_s"] = round(embedded.embedded / embed_cpu, 2)
             log(f"embedded {embedded.embedded} in {embed_s:.0f} s")
-            # at once, before autovacuum can come: what the job used to leave, then what it leaves
-            report["p95_ms_without_vacuum"] = _p95(conn, vectors)
-            t = time.perf_counter()
-            report["vacuumed"] = worker._vacuum(embedded)
-            report["vacuum_s"] = round(time.perf_counter() - t, 1)
-            report["p95_ms_right_after_embed"] = _p95(conn, vectors)
-            conn.execute("vacuum (analyze) recall.chunks")
-            report["p95_ms_later"] = _p95(conn, vectors)
+            # at once, before autovacuum can come: what the job leaves; then settled
+            report["p95_ms_right_after_embed"] = _p95(probe, vectors)
+            probe.execute("vacuum (analyze) recall.chunks")
+            report["p95_ms_later"] = _p95(probe, vectors)
             raw_after = _raw(embedder.embed, texts[half:])
             report["raw_sample"] = len(texts)
             report["raw_bulk_chunks_per_s"] = round(len(texts) / (raw_before[0] + raw_after[0]), 1)
@@ -160,12 +173,12 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
             log(f"raw model: {report['raw_bulk_chunks_per_s']}/s (ONNX {report['raw_onnx_chunks_per_s']}/s)")
 
             report["end_to_end_s"] = round(report["generate_s"] + report["index_s"] + report["model_load_s"]
-                                           + report["embed_s"] + report["vacuum_s"], 1)
+                                           + report["embed_s"], 1)
 
             report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs)
             hook = '{"cwd": "/home/dev/acme-api", "session_id": "new-session"}'
             report["cold_auto_hook"] = cold_recall(
-                url, ["recall", "--auto", "--task", TASK, "--hook", "--format", "json"], recall_runs, hook)
+                url, ["recall", "--auto", "--task-text", TASK, "--hook", "--format", "json"], recall_runs, hook)
             # the floor of any pyrecall process on this machine now: imports, no database
             report["cold_help"] = cold_recall(url, ["--help"], recall_runs, check=False)
             log(f"cold recall median {report['cold_recall']['median_s']} s "
@@ -175,8 +188,3 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
     report["load_at_end"] = os.getloadavg()
     return report
 
-
-def _embed_bulk() -> int:
-    from .._embed import BULK_TEXTS
-
-    return BULK_TEXTS + 1

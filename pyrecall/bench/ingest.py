@@ -2,12 +2,11 @@
 
 N messages of Zipf-drawn words in S sessions, one ``add_messages`` call (one transaction) per
 session, into a fresh database. Besides the wall-clock rate it reports the CPU time per
-message of the client and of its server backend (``/proc/self/schedstat``, readable by a
-superuser on Linux): unlike the rate, these hardly depend on what else runs on the machine,
+message of the client and of its server backend (``/proc/PID/schedstat``, read on a second
+connection; readable by a superuser on Linux): unlike the rate, these hardly depend on what else runs on the machine,
 nor on how long the disk takes to flush each commit.
 
     >>> run(2_000, 20)["messages_per_s"]  # doctest: +SKIP
-    2085.0
 """
 
 from __future__ import annotations
@@ -18,17 +17,19 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from .. import _db
 from ..client import Recall
 from ._scratch import scratch_database
 
 AGENT = "bench-ingest"
 
 
-def server_cpu_ns(conn: psycopg.Connection) -> int | None:
-    """CPU time used so far by this connection's backend, or None where it cannot be read."""
+def server_cpu_ns(conn: psycopg.Connection, pid: int | None = None) -> int | None:
+    """CPU time used so far by a server backend (``pid``'s, else ``conn``'s own), read on
+    ``conn``; None where it cannot be read."""
+    path = "/proc/self/schedstat" if pid is None else f"/proc/{int(pid)}/schedstat"
     try:
-        return int(conn.execute(
-            "select split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)").fetchone()[0])
+        return int(conn.execute("select split_part(pg_read_file(%s), ' ', 1)", [path]).fetchone()[0])
     except psycopg.Error:
         return None
 
@@ -40,8 +41,9 @@ def run(n_messages: int = 100_000, n_sessions: int = 100, words: int = 30, *,
     vocab = np.array([f"w{i}" for i in range(5000)])
     per = max(1, n_messages // n_sessions)
     drawn = np.minimum(rng.zipf(1.3, size=n_sessions * per * words), 5000) - 1
-    with scratch_database(dsn) as url, Recall(url) as r:
-        cpu0, server0 = time.process_time(), server_cpu_ns(r.conn)
+    with scratch_database(dsn) as url, Recall(url) as r, _db.connect(url) as probe:
+        backend = r.conn.info.backend_pid   # the client's server process, whose CPU time is read
+        cpu0, server0 = time.process_time(), server_cpu_ns(probe, backend)
         t0 = time.perf_counter()
         pos = 0
         for s in range(n_sessions):
@@ -52,9 +54,9 @@ def run(n_messages: int = 100_000, n_sessions: int = 100, words: int = 30, *,
                 pos += words
             r.add_messages(f"{AGENT}-{s}", msgs, agent_id=AGENT)
         elapsed = time.perf_counter() - t0
-        cpu, server1 = time.process_time() - cpu0, server_cpu_ns(r.conn)
+        cpu, server1 = time.process_time() - cpu0, server_cpu_ns(probe, backend)
         total = n_sessions * per
-        chunks = r.conn.execute("select count(*) from recall.chunks").fetchone()[0]
+        chunks = sum(s["chunks"] for s in r.sessions(AGENT, limit=n_sessions + 1))
     return {
         "messages": total, "sessions": n_sessions, "words_per_message": words, "chunks": chunks,
         "seconds": round(elapsed, 2), "messages_per_s": round(total / elapsed, 1),

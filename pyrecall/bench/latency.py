@@ -87,9 +87,9 @@ class Synth:
     each chunk a random mix of its session's topic and any other of the 256 topic directions,
     plus noise larger than the mix; queries are such mixes with more noise still. Shaped like
     real embeddings, where every text touches several subjects and a question sits away from
-    the statement that answers it (see :func:`topic_mixture`): on 100k chunks of one agent
-    the nearest neighbours are at cosine similarity ~0.33 and the 10th and 11th differ by
-    ~0.002, so that HNSW at ef_search 200 finds ~0.96 of the true top 10 (clusters: 1.0).
+    the statement that answers it (see :func:`topic_mixture`): the nearest neighbours are far
+    and nearly tied, so that HNSW misses some of the true top 10, as on real embeddings,
+    where clusters let it find them all (figures: bench/LOG.md).
     """
 
     def __init__(self, seed: int = 7, vectors: str = "cluster"):

@@ -8,7 +8,6 @@ asked through the public SQL functions only. Answers are never read.
 
     >>> report = run("../shared/data/locomo/locomo-dev.json")  # doctest: +SKIP
     >>> report["methods"]["hybrid_recall"]["recall@10"]        # doctest: +SKIP
-    0.7...
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ async def _drive(url: str, agent: str, queries: list[str], *, warmup: int, k: in
     if os.environ.get("PYRECALL_EMBED_MODEL"):
         env["PYRECALL_EMBED_MODEL"] = os.environ["PYRECALL_EMBED_MODEL"]
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "pyrecall.cli", "mcp", "--dsn", url, "--agent", agent],
+                                   args=["-m", "pyrecall.cli", "mcp", "--dsn", url, "--agent-id", agent],
                                    env=env)
     args = {"k": k} | ({"token_budget": token_budget} if token_budget is not None else {})
     t = time.perf_counter()

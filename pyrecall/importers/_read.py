@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ImportFormatError
-from .._text import clean_text
+from .._text import clean_text, clean_value  # noqa: F401  (clean_value: for the importers)
 from ._records import Problem
 
 # strict=False accepts raw control characters inside strings: better to keep such a line
@@ -32,19 +31,6 @@ def checked(path: str | os.PathLike) -> Path:
     if not p.is_file():
         raise ImportFormatError(f"{p}: not a file")
     return p
-
-
-def clean(value: Any) -> Any:
-    """A parsed JSON value made storable as jsonb: strings cleaned, NaN/Infinity → None."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {clean_text(str(k)): clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean(v) for v in value]
-    return value
 
 
 HEAD_LIMIT = 16 << 20  # a first line may carry a session's base instructions: tens of KB

@@ -10,7 +10,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._read import Lines, checked, clean, clean_text, parse_time, render_call, span, text_or_none
+from ._read import (
+    Lines,
+    checked,
+    clean_text,
+    clean_value,
+    parse_time,
+    render_call,
+    span,
+    text_or_none,
+)
 from ._records import Message, ParseResult, Problem, Session
 
 FORMAT = "claude_code"
@@ -168,7 +177,7 @@ def _msg(eid: str | None, role: str, kind: str, content: Any, created: Any,
     content = clean_text(content)
     if not content.strip():
         return None
-    return Message(eid, role, kind, content, created, None, clean(metadata))
+    return Message(eid, role, kind, content, created, None, clean_value(metadata))
 
 
 def _result_text(content: Any, n: int, i: int, lines: Lines) -> tuple[str, int]:

@@ -30,8 +30,8 @@ from typing import Any
 from ._read import (
     Lines,
     checked,
-    clean,
     clean_text,
+    clean_value,
     derived_session_id,
     first_line_json,
     parse_time,
@@ -190,7 +190,7 @@ class _State:
         for i, (role, kind, content, meta) in enumerate(kept):
             eid = f"L{line}#{i}" if len(kept) > 1 else f"L{line}"
             self.messages.append(Message(eid, role, kind, clean_text(content), created, None,
-                                         clean({k: v for k, v in meta.items() if v is not None})))
+                                         clean_value({k: v for k, v in meta.items() if v is not None})))
 
     def _base(self) -> dict:
         return {"model": self.model} if self.model else {}

@@ -15,8 +15,8 @@ from typing import Any
 from ._read import (
     JsonDoc,
     checked,
-    clean,
     clean_text,
+    clean_value,
     id_or_none,
     parse_time,
     read_text,
@@ -62,7 +62,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     session = Session(f"discord:{channel_id}",
                       title=f"#{names['channel']}" if names["channel"] else None,
                       # a chat between people: chunked in overlapping windows of messages
-                      metadata={**clean(names), "chunking": "window",
+                      metadata={**clean_value(names), "chunking": "window",
                                 "channel_id": channel_id, "guild_id": guild_id,
                                 "category": text_or_none(channel.get("category")),
                                 "topic": text_or_none(channel.get("topic"))})
@@ -133,7 +133,7 @@ def _message(m: dict, names: dict, guild_id: str | None,
     meta = {k: v for k, v in meta.items() if v is not None}
     created, _ = parse_time(m.get("timestamp"))
     role = "assistant" if author.get("isBot") is True else "user"
-    return Message(mid, role, "text", content, created, None, clean(meta)), None
+    return Message(mid, role, "text", content, created, None, clean_value(meta)), None
 
 
 def _list(m: dict, key: str) -> list:

@@ -38,8 +38,8 @@ from ._read import (
     JsonDoc,
     Lines,
     checked,
-    clean,
     clean_text,
+    clean_value,
     derived_session_id,
     first_line_json,
     parse_time,
@@ -207,7 +207,7 @@ class _Chat:
                 continue
             self.seen.add(eid)
             self.messages.append(Message(eid, role, kind, clean_text(content), when, None,
-                                         clean({k: v for k, v in meta.items() if v is not None})))
+                                         clean_value({k: v for k, v in meta.items() if v is not None})))
 
     def sessions(self, path: Path) -> list[Session]:
         if not self.messages:

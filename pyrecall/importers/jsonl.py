@@ -15,8 +15,8 @@ from typing import Any
 from ._read import (
     Lines,
     checked,
-    clean,
     clean_text,
+    clean_value,
     derived_session_id,
     id_or_none,
     parse_time,
@@ -104,7 +104,7 @@ def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default
             setattr(session, field, text_or_none(obj.get(field)))
     session.messages.append(Message(
         eid, role, kind, content, created,
-        None if importance is None else float(importance), clean(metadata)))
+        None if importance is None else float(importance), clean_value(metadata)))
 
 
 def _text(content: Any) -> str | None:

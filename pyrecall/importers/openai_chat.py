@@ -17,8 +17,8 @@ from typing import Any
 from ._read import (
     JsonDoc,
     checked,
-    clean,
     clean_text,
+    clean_value,
     derived_session_id,
     id_or_none,
     parse_time,
@@ -82,7 +82,7 @@ def _session(conv: dict, default_sid: str, doc: JsonDoc, path: str,
     session = Session(sid, agent_id=text_or_none(conv.get("agent_id")),
                       title=text_or_none(conv.get("title")))
     if isinstance(conv.get("metadata"), dict):
-        session.metadata = clean(conv["metadata"])
+        session.metadata = clean_value(conv["metadata"])
     started, _ = parse_time(conv.get("created_at"))
     for i, m in enumerate(conv["messages"]):
         line = doc.line(m)
@@ -143,7 +143,7 @@ def _messages(m: dict, i: int, line: int | None, path: str,
         content = clean_text(content)
         if content.strip():
             out.append(Message(f"{base}#{j}" if many else base, role, kind, content,
-                               created, None, clean(meta)))
+                               created, None, clean_value(meta)))
     return out
 
 

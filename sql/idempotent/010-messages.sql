@@ -48,6 +48,7 @@ declare
   session_agent text;
   last_seq      int;
   duplicate     boolean;
+  n_found       bigint;
   existing      recall.messages;
 begin
   if new.role is null or new.role not in ('user', 'assistant', 'system', 'tool') then
@@ -75,25 +76,38 @@ begin
   new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
     concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
 
+  -- a message without its agent takes its session's (a session id is unique across agents on
+  -- one node; on a Citus cluster it is unique within its agent only, so the agent is needed
+  -- where two agents hold the id)
+  if new.agent_id is null then
+    select min(s.agent_id), count(*) into session_agent, n_found
+    from recall.sessions s where s.session_id = new.session_id;
+    if n_found > 1 then
+      raise exception 'session % is held by % agents: give the message its agent_id',
+        quote_literal(new.session_id), n_found using errcode = '23514';
+    end if;
+    new.agent_id := session_agent;
+  end if;
   -- the session (locked: serialises seq numbering within it), its last seq, and whether this
   -- message is already stored. RLS hides other agents' sessions, so a session of another
   -- agent reads as missing: nothing about it leaks.
   select s.agent_id,
-         (select max(m.seq) from recall.messages m where m.session_id = s.session_id),
+         (select max(m.seq) from recall.messages m
+          where m.agent_id = s.agent_id and m.session_id = s.session_id),
          exists (select from recall.messages m
-                 where m.session_id = s.session_id and m.external_id = new.external_id)
+                 where m.agent_id = s.agent_id and m.session_id = s.session_id
+                   and m.external_id = new.external_id)
     into session_agent, last_seq, duplicate
   from recall.sessions s
-  where s.session_id = new.session_id
+  where s.agent_id = new.agent_id and s.session_id = new.session_id
   for no key update of s;
   if not found then
+    if exists (select from recall.sessions s where s.session_id = new.session_id) then
+      raise exception 'message agent_id % differs from the agent of session %',
+        quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
+    end if;
     raise exception 'session % does not exist: insert it into recall.sessions first',
       coalesce(quote_literal(new.session_id), 'NULL') using errcode = '23503';
-  end if;
-  new.agent_id := coalesce(new.agent_id, session_agent);
-  if new.agent_id <> session_agent then
-    raise exception 'message agent_id % differs from the agent of session %',
-      quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
   end if;
   if duplicate then
     return null;                          -- already stored: a no-op, not an error
@@ -104,7 +118,7 @@ begin
   elsif new.seq <= last_seq then
     -- an explicit seq that is taken: the same message again is a no-op, another is an error
     select * into existing from recall.messages m
-    where m.session_id = new.session_id and m.seq = new.seq;
+    where m.agent_id = new.agent_id and m.session_id = new.session_id and m.seq = new.seq;
     if found then
       if existing.content = new.content and existing.role = new.role and existing.kind = new.kind then
         return null;
@@ -257,6 +271,10 @@ as $$
   select greatest(1, ceil(char_length(body) / 4.0))::int
 $$;
 
+-- the signatures before 010-agent-first-keys (a session named without its agent)
+drop function if exists recall._rechunk(text[], int[]);
+drop function if exists recall._redo_from(text, int);
+
 -- _rechunk: derive the chunks of the given sessions from from_seq on, and make recall.chunks
 -- equal to them there: new chunks inserted, changed ones updated (their embedding reset only
 -- when the text changed), chunks no longer derived deleted. Returns the chunks written.
@@ -276,7 +294,7 @@ $$;
 -- The plan is generic (planned once per connection): a custom plan for each call's arrays
 -- costs more planning than running it for a few messages. Its shape does not depend on
 -- the arrays' contents: the affected sessions' messages by index.
-create or replace function recall._rechunk(session_ids text[], from_seqs int[])
+create or replace function recall._rechunk(agent_ids text[], session_ids text[], from_seqs int[])
 returns bigint
 language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
@@ -301,22 +319,22 @@ begin
   ),
   -- the sessions to redo, each from the seq where its chunks may have changed
   affected as (
-    select a.session_id, min(a.from_seq) as from_seq
-    from unnest(session_ids, from_seqs) as a(session_id, from_seq)
-    group by a.session_id
+    select a.agent_id, a.session_id, min(a.from_seq) as from_seq
+    from unnest(agent_ids, session_ids, from_seqs) as a(agent_id, session_id, from_seq)
+    group by a.agent_id, a.session_id
   ),
   -- their messages from there on, each with its neighbours and the turn it belongs to.
   -- Pairing is done with window functions, not self-joins: linear in the session's length.
   msgs as (
-    select m.message_id, m.session_id, m.seq, m.external_id, m.role, m.kind, m.content, m.created_at,
+    select m.message_id, m.agent_id, m.session_id, m.seq, m.external_id, m.role, m.kind, m.content, m.created_at,
            m.importance, m.metadata, m.metadata->>'tool_use_id' as tool_use_id,
            coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''),
                     initcap(m.role)) as speaker,
            coalesce(ss.metadata->>'chunking' = 'window', false) as windowed,
            count(*) filter (where m.kind = 'text') over w as text_i,
-           count(*) filter (where m.kind = 'text') over (partition by m.session_id) as text_n,
+           count(*) filter (where m.kind = 'text') over (partition by m.agent_id, m.session_id) as text_n,
            max(m.seq) filter (where m.role = 'user' and m.kind = 'text')
-             over (partition by m.session_id order by m.seq) as turn_seq,
+             over (partition by m.agent_id, m.session_id order by m.seq) as turn_seq,
            lag(m.kind) over w as prev_kind,
            lag(m.metadata ? 'tool_use_id') over w as prev_has_id,
            lead(m.kind) over w as next_kind,
@@ -326,9 +344,9 @@ begin
            lead(m.importance) over w as next_importance,
            lead(m.metadata) over w as next_metadata
     from affected a
-    join recall.sessions ss on ss.session_id = a.session_id
-    join recall.messages m on m.session_id = a.session_id and m.seq >= a.from_seq
-    window w as (partition by m.session_id order by m.seq)
+    join recall.sessions ss on ss.agent_id = a.agent_id and ss.session_id = a.session_id
+    join recall.messages m on m.agent_id = a.agent_id and m.session_id = a.session_id and m.seq >= a.from_seq
+    window w as (partition by m.agent_id, m.session_id order by m.seq)
   ),
   -- window chunking (sessions with metadata.chunking = 'window', e.g. a chat between people):
   -- win_size consecutive text messages, a new window every win_stride; the last window may
@@ -345,7 +363,7 @@ begin
   -- match a window where that message is not the first (hybrid_recall_v4's filter), and a
   -- result says which messages it holds.
   windows as (
-    select x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at,
+    select x.agent_id, x.session_id, x.seq as first_seq, x.text_i, x.text_n, x.created_at,
            x.metadata || jsonb_build_object('messages', jsonb_agg(
              x.metadata || jsonb_build_object('seq', x.seq, 'external_id', x.external_id)
            ) over f) as metadata,
@@ -360,7 +378,7 @@ begin
            max(x.importance) over f as importance
     from msgs x
     where x.windowed and x.kind = 'text'
-    window f as (partition by x.session_id order by x.seq rows between current row and win_after following)
+    window f as (partition by x.agent_id, x.session_id order by x.seq rows between current row and win_after following)
   ),
   -- each message with its turn: the turn's first message (the user text) and its answer (the
   -- turn's first assistant text)
@@ -375,26 +393,26 @@ begin
            first_value(x.importance) over t_ord as q_importance,
            first_value(x.metadata) over t_ord as q_metadata
     from msgs x
-    window t as (partition by x.session_id, x.turn_seq),
-           t_ord as (partition by x.session_id, x.turn_seq order by x.seq)
+    window t as (partition by x.agent_id, x.session_id, x.turn_seq),
+           t_ord as (partition by x.agent_id, x.session_id, x.turn_seq order by x.seq)
   ),
   -- tool messages with the others of the same tool_use_id: a result knows whether a call of
   -- its id came before it; a call gets the results of its id
   tools as (
     select x.*,
            max(x.seq) filter (where x.kind = 'tool_call')
-             over (partition by x.session_id, x.tool_use_id order by x.seq) as id_call_seq,
+             over (partition by x.agent_id, x.session_id, x.tool_use_id order by x.seq) as id_call_seq,
            string_agg(x.content, E'\n') filter (where x.kind = 'tool_result') over i as id_results,
            array_agg(x.message_id) filter (where x.kind = 'tool_result') over i as id_result_ids,
            max(x.importance) filter (where x.kind = 'tool_result') over i as id_result_importance,
            (array_agg(x.metadata) filter (where x.kind = 'tool_result') over i)[1] as id_result_metadata
     from turns x
-    window i as (partition by x.session_id, x.tool_use_id)
+    window i as (partition by x.agent_id, x.session_id, x.tool_use_id)
   ),
   -- one row per chunk before windowing: its anchor message, members and full text
   units as (
     -- turn pairs, anchored at the question
-    select a.session_id, 'turn_pair'::text as kind, a.turn_seq as first_seq,
+    select a.agent_id, a.session_id, 'turn_pair'::text as kind, a.turn_seq as first_seq,
            array[a.q_id, a.message_id] as message_ids,
            coalesce(nullif(btrim(a.q_metadata->>'speaker'), ''), nullif(btrim(a.q_metadata->>'author'), ''), initcap(a.q_role)) || ': ' || a.q_content || E'\n\n'
              || coalesce(nullif(btrim(a.metadata->>'speaker'), ''), nullif(btrim(a.metadata->>'author'), ''), initcap(a.role)) || ': ' || a.content as body,
@@ -404,14 +422,14 @@ begin
     where a.seq = a.answer_seq and not a.windowed
     union all
     -- windows
-    select w.session_id, 'window', w.first_seq, w.message_ids, w.body, w.created_at,
+    select w.agent_id, w.session_id, 'window', w.first_seq, w.message_ids, w.body, w.created_at,
            w.importance, w.metadata, w.speakers, w.lens
     from windows w
     where (w.text_i - 1) % win_stride = 0
       and (w.text_i = 1 or w.text_i + win_size - win_stride <= w.text_n)
     union all
     -- text messages that pair with nothing
-    select m.session_id, 'message', m.seq, array[m.message_id],
+    select m.agent_id, m.session_id, 'message', m.seq, array[m.message_id],
            coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) || ': ' || m.content, m.created_at, m.importance, m.metadata,
            null, null
     from tools m
@@ -420,13 +438,13 @@ begin
                and (m.seq = m.answer_seq or (m.role = 'user' and m.seq = m.turn_seq)))
     union all
     -- thinking
-    select m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
+    select m.agent_id, m.session_id, 'thinking', m.seq, array[m.message_id], m.content,
            m.created_at, m.importance, m.metadata, null, null
     from tools m
     where m.kind = 'thinking'
     union all
     -- tool calls with their results: by tool_use_id, else the result just after the call
-    select c.session_id, 'tool', c.seq,
+    select c.agent_id, c.session_id, 'tool', c.seq,
            case when c.tool_use_id is not null then array[c.message_id] || coalesce(c.id_result_ids, '{}')
                 when c.next_kind = 'tool_result' and not c.next_has_id then array[c.message_id, c.next_id]
                 else array[c.message_id] end,
@@ -444,7 +462,7 @@ begin
     where c.kind = 'tool_call'
     union all
     -- tool results no call claims
-    select r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
+    select r.agent_id, r.session_id, 'tool', r.seq, array[r.message_id], E'Result:\n' || r.content,
            r.created_at, r.importance, r.metadata, null, null
     from tools r
     where r.kind = 'tool_result'
@@ -453,7 +471,7 @@ begin
   ),
   -- fenced code blocks: the odd pieces of a text split at ``` fences
   code_units as (
-    select m.session_id, 'code'::text as kind, m.seq as first_seq, array[m.message_id] as message_ids,
+    select m.agent_id, m.session_id, 'code'::text as kind, m.seq as first_seq, array[m.message_id] as message_ids,
            ltrim(right(f.pieces[i - 1], (select code_chars from conf)), E' \t\r\n')
              || '```' || f.pieces[i] || '```' as body,
            m.created_at, m.importance, m.metadata, (i / 2 - 1) as part
@@ -467,7 +485,7 @@ begin
   -- (a part of a window after the first that starts inside a message is headed by that
   -- message's speaker: every speaker of a chat chunk is named in its text)
   derived as (
-    select u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
+    select u.agent_id, u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
            case when w.part > 0 and u.speakers is not null
                 then coalesce(recall._window_part_speaker(
                        u.speakers, u.lens, w.part * (conf.max_chars - conf.overlap_chars)) || ': ', '')
@@ -477,7 +495,7 @@ begin
     cross join conf
     cross join lateral recall._split_windows(u.body, conf.max_chars, conf.overlap_chars) w
     union all
-    select c.session_id, c.kind, c.first_seq, c.part, c.message_ids, c.body,
+    select c.agent_id, c.session_id, c.kind, c.first_seq, c.part, c.message_ids, c.body,
            c.created_at, c.importance, c.metadata
     from code_units c
   ),
@@ -488,17 +506,17 @@ begin
            s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
              || d.metadata as metadata
     from derived d
-    join recall.sessions s on s.session_id = d.session_id
+    join recall.sessions s on s.agent_id = d.agent_id and s.session_id = d.session_id
   ),
   -- chunks of the redone range that are derived no more (summaries and curated memories are
   -- not derived from messages: never deleted here)
   removed as (
     delete from recall.chunks c
     using affected a
-    where c.session_id = a.session_id and c.first_seq >= a.from_seq
+    where c.agent_id = a.agent_id and c.session_id = a.session_id and c.first_seq >= a.from_seq
       and c.kind not in ('summary', 'memory')
       and not exists (select from rows_ r
-                      where r.session_id = c.session_id and r.kind = c.kind
+                      where r.agent_id = c.agent_id and r.session_id = c.session_id and r.kind = c.kind
                         and r.first_seq = c.first_seq and r.part = c.part)
     returning 1
   ),
@@ -509,7 +527,7 @@ begin
     select agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens,
            created_at, importance, metadata
     from rows_
-    on conflict (session_id, kind, first_seq, part) do update
+    on conflict (agent_id, session_id, kind, first_seq, part) do update
       set message_ids     = excluded.message_ids,
           content         = excluded.content,
           created_at      = excluded.created_at,
@@ -538,17 +556,19 @@ $$;
 
 -- _redo_from: where the chunks of a session may change when messages at or after seq change:
 -- the start of the turn holding seq (a turn pair is anchored there), or seq itself
-create or replace function recall._redo_from(p_session_id text, p_seq int)
+create or replace function recall._redo_from(p_agent_id text, p_session_id text, p_seq int)
 returns int
 language sql stable
 set search_path to pg_catalog, pg_temp
 as $$
   select case
-    when (select s.metadata->>'chunking' from recall.sessions s where s.session_id = p_session_id) = 'window'
+    when (select s.metadata->>'chunking' from recall.sessions s
+          where s.agent_id = p_agent_id and s.session_id = p_session_id) = 'window'
       then -2147483648          -- windows are numbered from the session's start: redo it whole
     else coalesce(
       (select max(m.seq) from recall.messages m
-       where m.session_id = p_session_id and m.seq <= p_seq and m.role = 'user' and m.kind = 'text'),
+       where m.agent_id = p_agent_id and m.session_id = p_session_id and m.seq <= p_seq
+         and m.role = 'user' and m.kind = 'text'),
       p_seq)
   end
 $$;
@@ -563,42 +583,44 @@ declare
   changed bigint;
 begin
   with firsts as (
-    select n.session_id, min(n.seq) as min_seq
+    select n.agent_id, n.session_id, min(n.seq) as min_seq
     from new_rows n
-    group by n.session_id
+    group by n.agent_id, n.session_id
   ),
   -- a result arriving later reopens the call it answers, or the call just before it
   reopened as (
-    select n.session_id, min(c.seq) as call_seq
+    select n.agent_id, n.session_id, min(c.seq) as call_seq
     from new_rows n
-    join recall.messages c on c.session_id = n.session_id and c.kind = 'tool_call'
-     and c.seq < n.seq
+    join recall.messages c on c.agent_id = n.agent_id and c.session_id = n.session_id
+     and c.kind = 'tool_call' and c.seq < n.seq
      and (c.metadata->>'tool_use_id' = n.metadata->>'tool_use_id'
           or (not n.metadata ? 'tool_use_id'
               and c.seq = (select max(p.seq) from recall.messages p
-                           where p.session_id = n.session_id and p.seq < n.seq)))
+                           where p.agent_id = n.agent_id and p.session_id = n.session_id
+                             and p.seq < n.seq)))
     where n.kind = 'tool_result'
-    group by n.session_id
+    group by n.agent_id, n.session_id
   ),
   plan as (
-    select f.session_id,
-           recall._redo_from(f.session_id, least(f.min_seq, r.call_seq,
+    select f.agent_id, f.session_id,
+           recall._redo_from(f.agent_id, f.session_id, least(f.min_seq, r.call_seq,
              (select max(p.seq) from recall.messages p
-              where p.session_id = f.session_id and p.seq < f.min_seq))) as from_seq
+              where p.agent_id = f.agent_id and p.session_id = f.session_id
+                and p.seq < f.min_seq))) as from_seq
     from firsts f
-    left join reopened r using (session_id)
+    left join reopened r using (agent_id, session_id)
   ),
   -- sessions span their messages
   spans as (
     update recall.sessions s
        set started_at = least(s.started_at, x.first_at),
            ended_at   = greatest(s.ended_at, x.last_at)
-      from (select session_id, min(created_at) as first_at, max(created_at) as last_at
-            from new_rows group by session_id) x
-     where s.session_id = x.session_id
+      from (select agent_id, session_id, min(created_at) as first_at, max(created_at) as last_at
+            from new_rows group by agent_id, session_id) x
+     where s.agent_id = x.agent_id and s.session_id = x.session_id
        and (s.started_at > x.first_at or s.ended_at is null or s.ended_at < x.last_at)
   )
-  select recall._rechunk(array_agg(session_id), array_agg(from_seq)) into changed
+  select recall._rechunk(array_agg(agent_id), array_agg(session_id), array_agg(from_seq)) into changed
   from plan;
 
   if changed > 0 then
@@ -617,10 +639,10 @@ as $$
 declare
   changed bigint;
 begin
-  select recall._rechunk(array_agg(o.session_id),
-                         array_agg(recall._redo_from(o.session_id, o.min_seq)))
+  select recall._rechunk(array_agg(o.agent_id), array_agg(o.session_id),
+                         array_agg(recall._redo_from(o.agent_id, o.session_id, o.min_seq)))
     into changed
-  from (select session_id, min(seq) as min_seq from old_rows group by session_id) o;
+  from (select agent_id, session_id, min(seq) as min_seq from old_rows group by agent_id, session_id) o;
   if changed > 0 then
     perform pg_notify('recall_chunks', 'pending');
   end if;
@@ -635,15 +657,16 @@ language plpgsql volatile security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+  agents text[];
   changed text[];
 begin
-  select array_agg(n.session_id) into changed
+  select array_agg(n.agent_id), array_agg(n.session_id) into agents, changed
   from new_rows n
-  join old_rows o using (session_id)
+  join old_rows o using (agent_id, session_id)
   where (n.project, n.branch, n.metadata) is distinct from (o.project, o.branch, o.metadata);
   -- most updates (an upsert of a session that is already there) change none of these
   if changed is not null then
-    perform recall._rechunk(changed, array_fill(-2147483648, array[cardinality(changed)]));
+    perform recall._rechunk(agents, changed, array_fill(-2147483648, array[cardinality(changed)]));
   end if;
   return null;
 end
@@ -689,17 +712,18 @@ create trigger sessions_after_update after update on recall.sessions
 do $$
 declare
   which jsonb := (select value from recall.config where key = 'rechunk_pending');
+  agents text[];
   ids text[];
 begin
   if which is null then
     return;
   end if;
-  select array_agg(s.session_id) into ids
+  select array_agg(s.agent_id), array_agg(s.session_id) into agents, ids
   from recall.sessions s
   where exists (select from jsonb_array_elements(case jsonb_typeof(which) when 'array' then which
                                                      else jsonb_build_array(which) end) w(o)
                 where s.metadata @> w.o);
-  if ids is not null and recall._rechunk(ids, array_fill(-2147483648, array[cardinality(ids)])) > 0 then
+  if ids is not null and recall._rechunk(agents, ids, array_fill(-2147483648, array[cardinality(ids)])) > 0 then
     perform pg_notify('recall_chunks', 'pending');
   end if;
   delete from recall.config where key = 'rechunk_pending';

@@ -8,8 +8,10 @@
 -- The session's embedding is the centroid of its chunk embeddings; its summary is the text of
 -- the chunks nearest that centroid (the most central ones), in conversation order. A session
 -- whose summary an LLM wrote (summary_model other than 'extractive') keeps its text. Returns the
--- number of sessions updated (those with an embedded chunk).
-create or replace function recall._summarize_extractive(session_ids text[], max_chars int)
+-- number of sessions updated (those with an embedded chunk). The sessions are named by agent
+-- and id (agent_ids[i], session_ids[i]).
+drop function if exists recall._summarize_extractive(text[], int);  -- before 010-agent-first-keys
+create or replace function recall._summarize_extractive(agent_ids text[], session_ids text[], max_chars int)
 returns bigint
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
@@ -22,27 +24,29 @@ begin
   -- the centroid of each session's embedded chunks (curated memories are no conversation: the
   -- memories session gets no summary)
   centroids as (
-    select c.session_id, avg(c.embedding) as centroid
+    select c.agent_id, c.session_id, avg(c.embedding) as centroid
     from recall.chunks c
-    where c.session_id = any (_summarize_extractive.session_ids)
+    where (c.agent_id, c.session_id) in (select * from unnest(_summarize_extractive.agent_ids,
+                                                               _summarize_extractive.session_ids))
       and c.embedding is not null and c.kind not in ('summary', 'memory')
-    group by c.session_id
+    group by c.agent_id, c.session_id
   ),
   -- the chunks of a session from most to least central
   central as (
-    select c.session_id, c.first_seq, c.part, c.content,
-           row_number() over (partition by c.session_id order by c.embedding <=> m.centroid, c.chunk_id) as r
+    select c.agent_id, c.session_id, c.first_seq, c.part, c.content,
+           row_number() over (partition by c.agent_id, c.session_id
+                              order by c.embedding <=> m.centroid, c.chunk_id) as r
     from recall.chunks c
-    join centroids m using (session_id)
+    join centroids m using (agent_id, session_id)
     where c.embedding is not null and c.kind in ('turn_pair', 'window', 'message')
   ),
   -- the central chunks, in conversation order, within max_chars
   picked as (
-    select session_id, string_agg(content, E'\n' order by first_seq, part) as summary
-    from (select x.*, sum(char_length(x.content)) over (partition by x.session_id order by x.r) as total
+    select agent_id, session_id, string_agg(content, E'\n' order by first_seq, part) as summary
+    from (select x.*, sum(char_length(x.content)) over (partition by x.agent_id, x.session_id order by x.r) as total
           from central x) y
     where y.r = 1 or y.total <= max_chars
-    group by session_id
+    group by agent_id, session_id
   ),
   updated as (
     update recall.sessions s
@@ -52,8 +56,8 @@ begin
            summary_model = coalesce(nullif(s.summary_model, 'extractive'), 'extractive'),
            summary_at = now()
       from centroids m
-      left join picked p using (session_id)
-     where s.session_id = m.session_id
+      left join picked p using (agent_id, session_id)
+     where s.agent_id = m.agent_id and s.session_id = m.session_id
     returning 1
   )
   select count(*) into n from updated;
@@ -79,14 +83,15 @@ begin
   if only_stale is null then
     raise exception 'only_stale must be true or false, not NULL' using errcode = '22023';
   end if;
-  return recall._summarize_extractive(array(
-    select s.session_id
+  return (
+    select recall._summarize_extractive(coalesce(array_agg(s.agent_id), '{}'),
+                                        coalesce(array_agg(s.session_id), '{}'), max_chars)
     from recall.sessions s
     where (summarize_sessions.agent_id is null or s.agent_id = summarize_sessions.agent_id)
       and (not only_stale or s.summary_at is null or exists (
             select from recall.chunks c
-            where c.session_id = s.session_id and c.kind <> 'summary'
-              and c.embedded_at > s.summary_at))), max_chars);
+            where c.agent_id = s.agent_id and c.session_id = s.session_id and c.kind <> 'summary'
+              and c.embedded_at > s.summary_at)));
 end
 $$;
 
@@ -105,6 +110,7 @@ set search_path to pg_catalog, public, pg_temp
 as $$
 #variable_conflict use_column
 declare
+  agents text[];
   ids text[];
 begin
   if quiet is null or quiet < interval '0' then
@@ -114,9 +120,10 @@ begin
   if max_chars is null or max_chars < 1 or max_sessions is null or max_sessions < 1 then
     raise exception 'max_chars and max_sessions must be positive' using errcode = '22023';
   end if;
-  select array_agg(x.session_id order by x.last_at, x.session_id) into ids
+  select array_agg(x.agent_id order by x.last_at, x.session_id),
+         array_agg(x.session_id order by x.last_at, x.session_id) into agents, ids
   from (
-    select s.session_id, coalesce(s.ended_at, s.started_at) as last_at
+    select s.agent_id, s.session_id, coalesce(s.ended_at, s.started_at) as last_at
     from recall.sessions s
     where (summarize_quiet_sessions.agent_id is null or s.agent_id = summarize_quiet_sessions.agent_id)
       and coalesce(s.ended_at, s.started_at) < now() - quiet
@@ -124,18 +131,18 @@ begin
            or (summarize_quiet_sessions.model is not null
                and s.summary_model is distinct from summarize_quiet_sessions.model)
            or exists (select from recall.chunks c
-                      where c.session_id = s.session_id and c.kind <> 'summary'
+                      where c.agent_id = s.agent_id and c.session_id = s.session_id and c.kind <> 'summary'
                         and c.embedded_at > s.summary_at))
       -- something to summarize: an embedded chunk of the conversation
       and exists (select from recall.chunks c
-                  where c.session_id = s.session_id and c.embedding is not null
+                  where c.agent_id = s.agent_id and c.session_id = s.session_id and c.embedding is not null
                     and c.kind not in ('summary', 'memory'))
     order by coalesce(s.ended_at, s.started_at), s.session_id
     limit max_sessions) x;
   if ids is null then
     return;
   end if;
-  perform recall._summarize_extractive(ids, max_chars);
+  perform recall._summarize_extractive(agents, ids, max_chars);
   return query select u.id from unnest(ids) as u(id);
 end
 $$;

@@ -51,7 +51,7 @@ begin
   values (sid, p_agent_id, 'Memories')
   on conflict do nothing;
   -- a session of that name stored before 006 by another agent (the name check is NOT VALID)
-  perform from recall.sessions s where s.session_id = sid and s.agent_id = p_agent_id;
+  perform from recall.sessions s where s.agent_id = p_agent_id and s.session_id = sid;
   if not found then
     raise exception 'session % belongs to another agent: agent % cannot store memories',
       quote_literal(sid), quote_literal(p_agent_id) using errcode = '23514';
@@ -132,11 +132,12 @@ begin
   end if;
 
   sid := recall._memory_session(remember.agent_id);
-  -- numbered within the session (the chunks' key is session, kind, first_seq, part); the
-  -- session row's lock serialises concurrent remembers of one agent
-  perform from recall.sessions s where s.session_id = sid for no key update;
+  -- numbered within the session (the chunks' key is session, agent, kind, first_seq, part);
+  -- the session row's lock serialises concurrent remembers of one agent
+  perform from recall.sessions s where s.agent_id = remember.agent_id and s.session_id = sid
+  for no key update;
   select coalesce(max(c.first_seq), 0) + 1 into seq
-  from recall.chunks c where c.session_id = sid and c.kind = 'memory';
+  from recall.chunks c where c.agent_id = remember.agent_id and c.session_id = sid and c.kind = 'memory';
 
   -- the project: as given, else that of the memory replaced
   meta := coalesce(remember.metadata, '{}')
@@ -158,7 +159,8 @@ begin
 
   -- the replaced memory stops being true now
   if remember.supersedes is not null then
-    update recall.chunks c set valid_until = now() where c.chunk_id = remember.supersedes;
+    update recall.chunks c set valid_until = now()
+    where c.chunk_id = remember.supersedes and c.agent_id = remember.agent_id;
   end if;
   if remember.embedding is null then
     perform pg_notify('recall_chunks', 'pending');    -- wake a listening worker

@@ -38,10 +38,10 @@ begin
   update recall.chunks c
      set importance = coalesce(set_importance.importance,
                                (select max(m.importance) from recall.messages m
-                                where m.message_id = any (c.message_ids)),
+                                where m.message_id = any (c.message_ids) and m.agent_id = c.agent_id),
                                c.importance),
          importance_set_at = case when set_importance.importance is null then null else now() end
-   where c.chunk_id = set_importance.chunk_id;
+   where c.chunk_id = set_importance.chunk_id and c.agent_id = set_importance.agent_id;
   return previous;
 end
 $$;
