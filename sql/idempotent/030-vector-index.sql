@@ -39,8 +39,8 @@ on conflict (key) do nothing;
 
 -- ann_ef_search_by_rows: the search width by the size of the index searched (recall._vector_arm
 -- takes the width of the largest key <= the index's rows; ann_min_ef_search stays the floor).
--- Measured on topic-mixture vectors at 1M chunks, agents of 2.5k-134k (docs/DBA.md); the steps
--- from 200000 up are extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- Measured on topic-mixture vectors at 1M chunks, agents of 2.5k-134k, and on an agent of 200k
+-- (docs/DBA.md); the 500000 step is extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
 -- "measure"}') re-measures it on your data (recall.vector_search_curve). A database still
 -- holding the former default (2026-11-26, unmeasured above 100k) gets the new one; a table
 -- written by hand or measured is kept.
