@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import _migrate
+from . import _db, _migrate
 from ._embed import Embedder, input_may_be_at_fault
 from ._errors import (
     ConfigError,
@@ -113,14 +113,6 @@ def _where(agent: str | None, since: datetime | None, model: str | None,
         cond.append(condition)
         params += values
     return sql.SQL(" and ").join(cond), params
-
-
-def distributed(conn: psycopg.Connection) -> bool:
-    """Whether recall.chunks is a Citus distributed table (sql/citus/distribute.sql)."""
-    return bool(conn.execute(
-        "select to_regclass('pg_catalog.pg_dist_partition') is not null").fetchone()[0]) and bool(
-        conn.execute("select exists (select from pg_dist_partition "
-                     "where logicalrelid = 'recall.chunks'::regclass)").fetchone()[0])
 
 
 def count_pending(conn: psycopg.Connection, *, agent: str | None = None, since: datetime | None = None,
@@ -235,7 +227,7 @@ class Worker:
         """The agents to claim for, one after the other: the one asked for, else all at once;
         on a Citus cluster (recall.chunks distributed) each agent with pending chunks in
         turn, because a claim (FOR UPDATE SKIP LOCKED) must stay in one shard."""
-        if self.agent is not None or not distributed(self.conn):
+        if self.agent is not None or not _db.distributed(self.conn):
             return [self.agent]
         where, params = _where(None, self.since, self.model_filter, self.retry_now, self.filter)
         return [r[0] for r in self.conn.execute(

@@ -228,13 +228,8 @@ def test_a_bound_role_sees_only_its_agent_on_the_workers(coord, cluster):
         coord.execute(f"drop role {role}")
 
 
-# ---- what does not run on a cluster yet (strict xfail: when it starts to work, remove the mark)
-#
-# The chunking triggers query recall.messages/sessions/chunks with the statement's transition
-# table (new_rows) and correlated subqueries: on a worker, inside a query on a shard, Citus
-# cannot plan them ("complex table expressions", FOR UPDATE without a constant agent_id). The
-# recall functions of v6 (sql/idempotent/060-recall-v6.sql) run there; docs/SCALING.md says
-# what a release needs, and what is left.
+# ---- import and chunking (recall.chunk_sessions from the coordinator: docs/SCALING.md), and
+# the recall functions of v6 (sql/idempotent/060-recall-v6.sql): a single node's rows
 
 CHAT = Path(__file__).parent / "fixtures" / "discord_payments.json"
 AS_OF = "2026-03-12 00:00:00+00"
@@ -246,8 +241,6 @@ def _chunks(conn, agent: str) -> list[tuple]:
         "from recall.chunks where agent_id = %s order by 1, 2, 3, 4", [agent]).fetchall()
 
 
-@pytest.mark.xfail(strict=True, raises=psycopg.Error,
-                   reason="the chunking triggers cannot be planned on a shard (docs/SCALING.md)")
 def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, cluster, conn):
     from pyrecall._ingest import ingest
     from pyrecall.importers import discord
