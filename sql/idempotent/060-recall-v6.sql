@@ -30,6 +30,12 @@
 -- chunk to its session, and a session to its chunks, by (agent_id, session_id) (migration
 -- 010-agent-first-keys: on a Citus cluster two agents may hold one session id), the same rows
 -- on one node; so does v6's fill (recall._fill_v6, v5's).
+--
+-- On a Citus cluster (docs/SCALING.md) the three run delegated, on the agent's worker, with
+-- the rows of one node (tests/test_citus.py): their helpers are PL/pgSQL copies of v3-v5's
+-- SQL-language ones (_text_plan_v6, _text_arm_v6, _vector_arm_v6, _finish_v6, _fill_v6, ...),
+-- every table reference names the agent, a nested recall call is read first into an array,
+-- and plans are made per call there (the DO block below).
 
 -- _session_role_v6: the role whose rights a statement of this session is checked with outside
 -- any SECURITY DEFINER function: the role set by SET ROLE (set_config('role', ...)), else the
@@ -884,7 +890,7 @@ begin
   if p_query is not null then
     select array_agg(v.chunk_id) into vector_ids
     from recall._vector_arm_v6(p_agent_id, p_query, p_n, p_exclude_session_id, p_filters,
-                                   p_kinds, p_since, p_until, p_as_of, p_project) v;
+                               p_kinds, p_since, p_until, p_as_of, p_project) v;
   end if;
   return query
   select t.chunk_id, t.text_rank, true
