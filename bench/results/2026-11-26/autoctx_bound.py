@@ -2,10 +2,16 @@
 MCP server's way), 5 timed calls each, twice; then the plan of the Failures predicate under the
 policies. Run with: PYTHONPATH=. python bench/results/2026-11-26/autoctx_bound.py DATADIR CHUNKS
 (DATADIR built by autoctx_before_after.py)."""
-import sys, time, statistics, psycopg
+import statistics
+import sys
+import time
 from pathlib import Path
+
+import psycopg
+
 from pyrecall import _db
 from pyrecall.bench import latency
+
 url = _db.start(Path(sys.argv[1]))
 a = latency.plan_agents(latency.Synth(7), [int(sys.argv[2])])[0]
 own = psycopg.connect(url, autocommit=True)
@@ -19,7 +25,8 @@ for who, cn in (("owner", own), ("bound", b), ("owner", own), ("bound", b)):
         with cn.transaction():
             if who == "bound":
                 cn.execute("select set_config('role', 'recall_agent', true), set_config('recall.agent_id', %s, true)", [a.agent_id])
-            t = time.perf_counter(); n = len(cn.execute("select * from recall.auto_context_v6(%s)", [a.agent_id]).fetchall())
+            t = time.perf_counter()
+            n = len(cn.execute("select * from recall.auto_context_v6(%s)", [a.agent_id]).fetchall())
             ms.append((time.perf_counter() - t) * 1000)
     print(who, n, "rows, p50", round(statistics.median(ms[1:]), 1), "ms")
 cn = b
