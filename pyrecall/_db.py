@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -340,6 +341,27 @@ def embedded_port(data_dir: Path | None = None) -> int | None:
     pgdata = pgdata_dir(data_dir)
     info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
     return info.port if info is not None and info.is_running() else None
+
+
+_DISTRIBUTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def distributed(conn: psycopg.Connection) -> bool:
+    """Whether recall.chunks is a Citus distributed table (sql/citus/distribute.sql); asked
+    once per connection."""
+    try:
+        return _DISTRIBUTED[conn]
+    except (KeyError, TypeError):
+        pass
+    answer = bool(conn.execute(
+        "select to_regclass('pg_catalog.pg_dist_partition') is not null").fetchone()[0]) and bool(
+        conn.execute("select exists (select from pg_dist_partition "
+                     "where logicalrelid = to_regclass('recall.chunks'))").fetchone()[0])
+    try:
+        _DISTRIBUTED[conn] = answer
+    except TypeError:
+        pass
+    return answer
 
 
 def resolve_dsn(dsn: str | None = None) -> str:

@@ -280,4 +280,52 @@ def _commands(handle_errors, dsn_option, json_option, former_name):
         sys.stdout.flush()
         os.execv(cmd[0], cmd)
 
+    @dba.group("citus")
+    def citus():
+        """A local Citus cluster: a coordinator and two workers on this machine.
+
+        Citus is built from its source (PYRECALL_CITUS_SOURCE, else ../shared/vendor) into a
+        copy of the embedded server's tree, cached outside the repository; the cluster's data
+        is in $PYRECALL_DATA_DIR/citus. docs/SCALING.md explains.
+
+        \b
+        Example:
+          pyrecall dba citus up
+          pyrecall dba citus down
+        """
+
+    @citus.command("up")
+    @click.option("--port", type=click.IntRange(1024, 65533), default=None, envvar="PYRECALL_CITUS_PORT",
+                  help="The coordinator's port; the workers take the next two (env: PYRECALL_CITUS_PORT; "
+                       "default 9700, else free ports).")
+    @handle_errors
+    def citus_up(port):
+        """Build Citus if needed, start the cluster, migrate and distribute the schema; print
+        the coordinator's URL last.
+
+        \b
+        Example:
+          pyrecall dba citus up
+        """
+        from . import _citus
+
+        url = _citus.up(base_port=port, say=_say)
+        for node in _citus.nodes(_citus.cluster_dir()):
+            _say(f"{node.name}: 127.0.0.1:{node.port} ({node.pgdata})")
+        click.echo(url)
+
+    @citus.command("down")
+    @handle_errors
+    def citus_down():
+        """Stop the cluster and remove its data (the Citus build stays cached).
+
+        \b
+        Example:
+          pyrecall dba citus down
+        """
+        from . import _citus
+
+        stopped = _citus.down()
+        click.echo(f"stopped {', '.join(stopped)}; data removed" if stopped else "no Citus cluster was running")
+
     return dba

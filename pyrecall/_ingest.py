@@ -19,6 +19,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
+from . import _db
 from ._errors import ConfigError
 from ._text import clean_text, clean_value
 from .importers._records import Message, Session
@@ -179,13 +180,19 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
             _stage(cur, sessions, rows, agent_id)
             s_params = m_params = None
             foreign, upsert, insert = FROM_STAGE
-        clash = cur.execute(foreign, s_params).fetchone()
+        # (on a Citus cluster a session id is an agent's own: no other agent's to clash with)
+        clash = None if _db.distributed(conn) else cur.execute(foreign, s_params).fetchone()
         if clash:
             raise ConfigError(f"session {clash[0]!r} already belongs to agent {clash[1]!r}; "
                               "a session keeps the agent it was first stored under")
         cur.execute(upsert, s_params)
         cur.execute(insert, m_params)
         report.inserted = cur.rowcount
+        if _db.distributed(conn):
+            # a Citus cluster chunks from here, not in the message triggers (sql/citus/distribute.sql)
+            cur.execute("select recall.chunk_sessions(%s, %s)",
+                        [[clean_text(s.agent_id or agent_id) for s in sessions],
+                         [clean_text(s.session_id) for s in sessions]])
     return report
 
 

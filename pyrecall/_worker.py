@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from . import _migrate
+from . import _db, _migrate
 from ._embed import Embedder, input_may_be_at_fault
 from ._errors import (
     ConfigError,
@@ -200,6 +200,7 @@ class Worker:
         self.model_filter = embedder.model if reembed else None
         self.retry_now = retry_now
         self._after = 0
+        self._scope = agent       # the agent the next claim is limited to (None: all)
         self._installed_dim: int | None = None
         self.progress = progress
 
@@ -207,17 +208,31 @@ class Worker:
         """Embed until nothing is pending (or max_batches); return the summary."""
         check_dimension(self.conn, self.embedder)
         report, start, batches = EmbedReport(), time.perf_counter(), 0
-        self._after = 0   # one pass in chunk_id order: a chunk that failed waits for the next run
-        while max_batches is None or batches < max_batches:
-            n = self.run_batch(report)
-            if n == 0:
-                break
-            batches += 1
+        for scope in self._scopes():
+            self._scope = scope
+            self._after = 0   # one pass in chunk_id order: a chunk that failed waits for the next run
+            while max_batches is None or batches < max_batches:
+                n = self.run_batch(report)
+                if n == 0:
+                    break
+                batches += 1
+        self._scope = self.agent
         report.vacuumed = self._vacuum(report)
         report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
                                        model=self.model_filter, filter=self.filter)
         report.seconds = time.perf_counter() - start
         return report
+
+    def _scopes(self) -> list[str | None]:
+        """The agents to claim for, one after the other: the one asked for, else all at once;
+        on a Citus cluster (recall.chunks distributed) each agent with pending chunks in
+        turn, because a claim (FOR UPDATE SKIP LOCKED) must stay in one shard."""
+        if self.agent is not None or not _db.distributed(self.conn):
+            return [self.agent]
+        where, params = _where(None, self.since, self.model_filter, self.retry_now, self.filter)
+        return [r[0] for r in self.conn.execute(
+            sql.SQL("select distinct c.agent_id from recall.chunks c where {} order by 1").format(where),
+            params).fetchall()]
 
     def _vacuum(self, report: EmbedReport) -> bool:
         """VACUUM (ANALYZE) recall.chunks after a run that wrote many rows; not possible inside
@@ -234,7 +249,7 @@ class Worker:
 
     def run_batch(self, report: EmbedReport) -> int:
         """Claim, embed and write one batch; return how many chunks it claimed."""
-        where, params = _where(self.agent, self.since, self.model_filter, self.retry_now, self.filter)
+        where, params = _where(self._scope, self.since, self.model_filter, self.retry_now, self.filter)
         with self.conn.transaction():
             rows = self.conn.execute(
                 sql.SQL("select c.chunk_id, c.content from recall.chunks c where {} and c.chunk_id > %s "
@@ -246,8 +261,9 @@ class Worker:
             report.scanned += len(rows)
             empty = [cid for cid, text in rows if not text.strip()]
             if empty:  # nothing to embed: parked, never retried
-                self.conn.execute("update recall.chunks set embed_error = 'empty text', "
-                                  "embed_after = 'infinity' where chunk_id = any(%s)", [empty])
+                self.conn.execute(sql.SQL("update recall.chunks c set embed_error = 'empty text', "
+                                          "embed_after = 'infinity' where c.chunk_id = any(%s){}")
+                                  .format(self._in_scope()), [empty, *self._scope_params()])
                 report.skipped += len(empty)
             todo = [(cid, text) for cid, text in rows if text.strip()]
             if todo:
@@ -292,14 +308,14 @@ class Worker:
             return
         tokens = [self.embedder.count_tokens(text) for _, text in rows]
         ids = [cid for cid, _ in rows]
-        self.conn.execute(
+        self.conn.execute(sql.SQL(
             """update recall.chunks c
                   set embedding = v.embedding, embedding_model = %s, embedded_at = now(),
                       n_tokens = greatest(v.n_tokens, 1), embed_attempts = 0, embed_error = null,
                       embed_after = null
                  from unnest(%s::bigint[], %s::vector[], %s::int[]) as v(chunk_id, embedding, n_tokens)
-                where c.chunk_id = v.chunk_id""",
-            [self.embedder.model, ids, vectors, tokens])
+                where c.chunk_id = v.chunk_id{}""").format(self._in_scope()),
+            [self.embedder.model, ids, vectors, tokens, *self._scope_params()])
         report.embedded += len(rows)
 
     def _dim(self) -> int:
@@ -308,13 +324,20 @@ class Worker:
         return self._installed_dim
 
     def _record_failure(self, ids: list[int], exc: Exception) -> None:
-        self.conn.execute(
-            """update recall.chunks
+        self.conn.execute(sql.SQL(
+            """update recall.chunks c
                   set embed_attempts = embed_attempts + 1,
                       embed_error = left(%s, 1000),
                       embed_after = now() + least(%s * power(2, embed_attempts), %s) * interval '1 second'
-                where chunk_id = any(%s)""",
-            [f"{type(exc).__name__}: {exc}", BACKOFF_BASE_S, BACKOFF_CAP_S, ids])
+                where c.chunk_id = any(%s){}""").format(self._in_scope()),
+            [f"{type(exc).__name__}: {exc}", BACKOFF_BASE_S, BACKOFF_CAP_S, ids, *self._scope_params()])
+
+    def _in_scope(self) -> sql.Composable:
+        # the claimed agent in every write too: on Citus the write then goes to its shard only
+        return sql.SQL(" and c.agent_id = %s") if self._scope is not None else sql.SQL("")
+
+    def _scope_params(self) -> list:
+        return [self._scope] if self._scope is not None else []
 
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],

@@ -140,6 +140,23 @@ def test_bench_latency_topic_vectors_after_embed(server_url):
     assert _in_unit(report["latency_ms"]["medium"]["hybrid"]["vector_arm_recall@10"])
 
 
+def test_bench_latency_keep_leaves_the_database(server_url):
+    result = CliRunner().invoke(main, [
+        "bench", "latency", "--sizes", "20x3", "--vectors", "topic", "--queries", "2", "--clients", "",
+        "--json", "--quiet", "--dsn", server_url, "--keep"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    try:
+        with _connect(report["url"]) as conn:
+            assert conn.execute("select count(*) from recall.chunks").fetchone()[0] == report["chunks"] == 60
+    finally:
+        from conftest import drop_database
+        drop_database(server_url, report["url"])
+    without = CliRunner().invoke(main, ["bench", "latency", "--sizes", "20x3", "--keep", "--quiet"])
+    assert without.exit_code == 1 and without.output.strip().count("\n") == 0
+    assert "needs a DSN" in without.output and "Traceback" not in without.output
+
+
 def test_bench_latency_bad_sizes_is_one_line():
     result = CliRunner().invoke(main, ["bench", "latency", "--sizes", "100x", "--quiet"])
     assert result.exit_code == 1 and result.output.strip().count("\n") == 0

@@ -179,6 +179,7 @@ def test_filters_inside_the_search_on_the_largest_agent(table, conn, name, kw, k
 from pyrecall.bench import latency  # noqa: E402
 
 TOPIC_SIZES = {"topics-5000": 5000, "topics-2500": 2500}
+DEFAULT_STEPS = '{"0": 200, "20000": 400, "100000": 600, "200000": 800, "500000": 1000}'
 
 
 @pytest.fixture(scope="module")
@@ -203,16 +204,22 @@ def topics(server_url, template_url):
     drop_database(server_url, url)
 
 
+DEFAULT_CONFIG = {"ann_min_ef_search": "200", "ann_far_distance": "0.75", "ann_far_ef_search": "1000",
+                  "ann_ef_search_by_rows": DEFAULT_STEPS}
+
+
 @pytest.fixture
 def tconn(topics):
     with psycopg.connect(topics[0], autocommit=True) as c:
         register_vector(c)
+        assert dict(c.execute("select key, value::text from recall.config where key = any(%s)",
+                              [list(DEFAULT_CONFIG)]).fetchall()) == DEFAULT_CONFIG
         c.execute("update recall.config set value = '1' where key = 'ann_min_ef_search'")
+        c.execute("update recall.config set value = 'null' where key = 'ann_far_distance'")  # one width a call
         c.execute("set hnsw.ef_search = 10")          # the caller's value is a floor too
         yield c
-        c.execute("update recall.config set value = '200' where key = 'ann_min_ef_search'")
-        c.execute("""update recall.config set value = '{"0": 200, "50000": 400, "200000": 600, "500000": 800}'
-                     where key = 'ann_ef_search_by_rows'""")
+        for key, value in DEFAULT_CONFIG.items():
+            c.execute("update recall.config set value = %s::jsonb where key = %s", [value, key])
 
 
 def _topic_recall(topics, conn, agent) -> tuple[float, str]:
@@ -284,3 +291,37 @@ def test_step_table_from_the_command_line(topics, tconn):
     assert "(hnsw, 5000 rows), ef_search = 60" in path(tconn, "topics-5000", topics[3]["topics-5000"][0])
     bad = CliRunner().invoke(main, ["dba", "tune", "--set", "ann_ef_search_by_rows={0: 30}", "--dsn", topics[0]])
     assert bad.exit_code == 1 and "not a JSON object" in bad.output and "Traceback" not in bad.output
+
+
+def test_far_queries_searched_again_wider(topics, tconn):
+    """A query away from every topic the agent holds (a random direction: its nearest chunks
+    are all at cosine ~0.2, a near tie) is searched once more at ann_far_ef_search when the
+    ANN's best distance passes ann_far_distance, and then finds the true top 10 that the
+    narrow search missed; a query near the agent's chunks is searched once."""
+    _, agents, vecs, _ = topics
+    agent = "topics-5000"
+    rows = np.nonzero(agents == agent)[0]
+    rng = np.random.default_rng(11)
+    g = rng.standard_normal((QUERIES, latency.DIM)).astype(np.float32)
+    far = list(g / np.linalg.norm(g, axis=1, keepdims=True))
+    assert min(1 - float(np.max(vecs[rows] @ q)) for q in far) > 0.76     # all beyond the threshold
+
+    def recall() -> float:
+        return float(np.mean([len(set(arm(tconn, agent, q)) & set(bench.exact_top(vecs, rows, q, 10))) / 10
+                              for q in far]))
+
+    tconn.execute("""update recall.config set value = '{"0": 10}' where key = 'ann_ef_search_by_rows'""")
+    narrow = recall()                                  # ann_far_distance null (tconn): one pass
+    assert "again" not in path(tconn, agent, far[0])
+    tconn.execute("update recall.config set value = '0.75' where key = 'ann_far_distance'")
+    wide = recall()
+    near = vecs[rows[0]] + 0.3 * g[0] / np.linalg.norm(g[0])           # by a chunk of its own
+    far_path, near_path = path(tconn, agent, far[0]), path(tconn, agent, near)
+    _say(f"far queries, 5,000 chunks: recall@10 {narrow:.3f} at width 10, {wide:.3f} with the second pass "
+         f"({far_path.split(' | ')[-1]})")
+    assert "ef_search = 10" in far_path and "> ann_far_distance 0.75: again at width 1000" in far_path
+    assert "again" not in near_path
+    assert wide >= 0.99 and narrow < wide
+    tconn.execute("set hnsw.ef_search = 1000")        # searched that wide already: one pass
+    assert "again" not in path(tconn, agent, far[0])
+    tconn.execute("set hnsw.ef_search = 10")

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from .. import _db, _migrate
+from .._errors import ConfigError
 
 
 def _with_db(url: str, dbname: str) -> str:
@@ -28,13 +29,18 @@ def _with_db(url: str, dbname: str) -> str:
 
 @contextmanager
 def scratch_database(dsn: str | None = None, *, dim: int = 384,
-                     settings: dict[str, str] | None = None) -> Iterator[str]:
+                     settings: dict[str, str] | None = None, keep: bool = False) -> Iterator[str]:
     """Yield the URL of a fresh database with the recall schema installed.
+
+    ``keep`` (with a DSN only): leave the database on that server afterwards, to measure more
+    on it (a throwaway embedded server is always removed).
 
     >>> with scratch_database() as url:  # doctest: +SKIP
     ...     psycopg.connect(url).execute("select count(*) from recall.chunks").fetchone()
     (0,)
     """
+    if keep and not dsn:
+        raise ConfigError("keeping the database needs a DSN (a throwaway embedded server is always removed)")
     if dsn:
         name = f"pyrecall_bench_{os.getpid()}"
         with psycopg.connect(dsn, autocommit=True) as admin:
@@ -45,8 +51,9 @@ def scratch_database(dsn: str | None = None, *, dim: int = 384,
             _install(url, dim)
             yield url
         finally:
-            with psycopg.connect(dsn, autocommit=True) as admin:
-                admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+            if not keep:
+                with psycopg.connect(dsn, autocommit=True) as admin:
+                    admin.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         return
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-"))
     os.chmod(tmp, 0o755)  # the embedded server runs as its own OS user when we are root

@@ -263,10 +263,13 @@ def _client_counts(ctx, param, value: str) -> list[int]:
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
+@click.option("--keep", is_flag=True,
+              help="With --dsn: keep the database afterwards (its URL in the report), to measure "
+                   "more on it.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
 def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, clients,
-                clients_seconds, sizes, vectors, after_embed, seed, as_json, dsn, quiet):
+                clients_seconds, sizes, vectors, after_embed, seed, as_json, dsn, keep, quiet):
     """Ingest rate, index build time, size, and query latency / recall@10 by agent size.
 
     Synthetic agents (Zipf sizes, Zipf-vocabulary text, clustered 384-dim vectors, a year of
@@ -290,7 +293,7 @@ def latency_cmd(n_chunks, n_agents, queries_per_class, ef_search, load_jobs, cli
                              queries_per_class=queries_per_class, ef_search=ef_search,
                              load_jobs=load_jobs, clients=clients,
                              clients_seconds=clients_seconds, sizes=agent_sizes, vectors=vectors,
-                             measure_after_embed=after_embed, progress=progress)
+                             measure_after_embed=after_embed, keep=keep, progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

@@ -653,13 +653,14 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
         queries_per_class: int = 100, ef_search: int = 40, load_jobs: int = 1,
         clients: list[int] | None = None, clients_seconds: float = 10.0,
         sizes: list[int] | None = None, vectors: str = "cluster", measure_after_embed: bool = False,
-        progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
+        keep: bool = False, progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
     """Generate, load, index and time; return the report of ``pyrecall bench latency --json``.
 
     ``sizes``: chunks per agent (instead of ``n_chunks`` over ``n_agents`` by Zipf's law);
     ``vectors``: "cluster" or "topic" (see :class:`Synth`); ``measure_after_embed``: first
     build the indexes and ANALYZE right after writing the vectors, time hybrid_recall then
-    and after each maintenance step (:func:`after_embed`), before the usual measurement.
+    and after each maintenance step (:func:`after_embed`), before the usual measurement;
+    ``keep`` (with ``dsn``): leave the database on that server, its URL in the report ("url").
     """
     from ._scratch import scratch_database
     from .locomo import _connect
@@ -668,7 +669,7 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
     agents = plan_agents(synth, sizes if sizes else agent_sizes(n_chunks, n_agents))
     n_agents = len(agents)
     fresh = None
-    with scratch_database(dsn) as url, _connect(url) as conn:
+    with scratch_database(dsn, keep=keep) as url, _connect(url) as conn:
         server = conn.execute("select version()").fetchone()[0]
         loaded = load(conn, synth, agents, jobs=load_jobs, connect=lambda: _connect(url),
                       progress=progress)
@@ -728,4 +729,5 @@ def run(n_chunks: int = 20_000, n_agents: int = 50, *, dsn: str | None = None, s
         "server": server,
         "latency_ms": results,
         "under_load": under_load,
+        **({"url": url} if keep else {}),
     }

@@ -3,7 +3,8 @@
 -- one agent's sessions, messages and chunks live on one node, and one recall touches one node.
 --
 -- Not applied by `pyrecall migrate`. Run it once on the coordinator, after `pyrecall migrate`
--- and after the citus extension exists on every node (docs/SCALING.md):
+-- and after the citus and vector extensions exist in the database on every node and the
+-- workers are added (`make citus-up` does all of it; docs/SCALING.md):
 --
 --   psql "$COORDINATOR_DSN" -v ON_ERROR_STOP=1 -f sql/citus/distribute.sql
 --
@@ -13,147 +14,352 @@
 --
 -- What Citus requires, and what this does about it:
 --   * A PRIMARY KEY or UNIQUE constraint of a distributed table must contain the
---     distribution column (each shard can only check uniqueness of its own rows). Today
---     recall.sessions has PRIMARY KEY (session_id): a session id is unique across agents. It
---     becomes PRIMARY KEY (agent_id, session_id): unique within an agent. Likewise
---     messages (message_id), (session_id, seq), (session_id, external_id) and chunks
---     (chunk_id), (session_id, kind, first_seq, part) gain agent_id in front. The identity
---     columns stay globally unique anyway (Citus hands out bigint identity ranges per node).
---   * A foreign key between distributed tables must include the distribution column: the
---     messages -> sessions and chunks -> sessions keys become (agent_id, session_id).
---   * So ON CONFLICT targets must name the new keys: pyrecall/_ingest.py's
---     `on conflict (session_id)` and 010-messages.sql's `on conflict (session_id, kind,
---     first_seq, part)` need agent_id added (a code change to make in the release that
---     supports Citus; this script stops with a clear error until it is made).
---   * recall.config is read by every recall: a reference table (a copy on every node).
---   * The chunking triggers on recall.messages write into recall.chunks for the same agent,
---     so into the co-located shard: allowed with citus.enable_unsafe_triggers (set below).
---   * hybrid_recall (and every public recall function with an agent_id argument) is
---     delegated to the node holding the agent: create_distributed_function(...,
---     distribution_arg_name => 'agent_id', colocate_with => 'recall.chunks'). The helpers it
---     calls (recall._vector_arm, ...) are distributed without an argument: their definition
---     is propagated to every node.
---   * Query-time knobs must be set with ALTER DATABASE on every node: a session's SET on
---     the coordinator does not reach the worker that runs a delegated call.
+--     distribution column, and a foreign key between distributed tables too: migration
+--     010-agent-first-keys put agent_id in every key (and every ON CONFLICT target names
+--     it). The one key without it, UNIQUE (session_id) of recall.sessions (a session id unique
+--     across agents, checked on one node), is dropped here: on a cluster a session id is
+--     unique within its agent.
+--   * recall.config and recall.agent_bindings are read by every recall and by the row-level
+--     security on every node: reference tables (a copy on every node).
+--   * The triggers of recall.messages and recall.sessions run on the shards: allowed with
+--     citus.enable_unsafe_triggers (set below). The row trigger is redefined to name the agent
+--     in every subquery; the chunking moves out of the statement triggers into
+--     recall.chunk_sessions, which the importers call on the coordinator (below).
+--   * The recall functions whose first argument is agent_id (hybrid_recall, session_recall,
+--     auto_context, their versions, the memory functions) are delegated to the node holding
+--     the agent: create_distributed_function(..., distribution_arg_name => 'agent_id',
+--     colocate_with => 'recall.sessions'). Every other function of the schema is propagated
+--     (its definition on every node).
+--   * Query-time knobs and recall.* settings are set with ALTER DATABASE on every node: a
+--     session's SET on the coordinator does not reach the worker that runs a delegated call.
 --
--- pyrecall: destructive (drops and re-creates the key constraints, in one transaction)
+-- pyrecall: destructive (drops the one-node constraint UNIQUE (session_id) of recall.sessions)
 
-create or replace procedure recall.distribute(shard_count int default 32)
-language plpgsql
-set search_path to pg_catalog, public, pg_temp
-as $$
-declare
-  c record;
-  f record;
-  knob record;
+-- Only on Citus: the functions below replace single-node ones (stop before them elsewhere).
+do $$
 begin
   if not exists (select from pg_extension where extname = 'citus') then
     raise exception 'the citus extension is not installed in this database'
       using errcode = '0A000', hint = 'CREATE EXTENSION citus on the coordinator and every worker first.';
   end if;
-  -- the ON CONFLICT targets of the code must already name agent_id (see the header)
-  if exists (select from pg_proc p
-             where p.pronamespace = 'recall'::regnamespace
-               and p.prosrc ~* 'on conflict \(session_id, kind, first_seq, part\)') then
-    raise exception 'recall''s chunking still uses ON CONFLICT (session_id, kind, first_seq, part); '
-                    'it must be ON CONFLICT (agent_id, session_id, kind, first_seq, part) before distributing'
-      using errcode = '0A000', hint = 'Upgrade pyrecall to a release that supports Citus, then run this again.';
+end
+$$;
+
+-- The message triggers as they run on a cluster, where they fire on the shard (on the agent's
+-- worker) and Citus plans every query in them. Kept apart from sql/idempotent/010-messages.sql
+-- so that one node keeps its plans and ingest rate; keep them in step. A `pyrecall migrate`
+-- of the cluster would put the single-node versions back: run this file again after it.
+--
+-- The row trigger: 010-messages' own, with the agent named in its subqueries (Citus routes a
+-- FOR UPDATE, and a correlated subquery, only when each table is filtered by a value).
+create or replace function recall._message_before_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  session_agent text;
+  last_seq      int;
+  duplicate     boolean;
+  n_found       bigint;
+  existing      recall.messages;
+begin
+  if new.role is null or new.role not in ('user', 'assistant', 'system', 'tool') then
+    raise exception 'unknown role %: expected one of user, assistant, system, tool',
+      coalesce(quote_literal(new.role), 'NULL') using errcode = '23514';
+  end if;
+  if new.kind is null or new.kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
+    raise exception 'unknown kind %: expected one of text, thinking, tool_call, tool_result',
+      coalesce(quote_literal(new.kind), 'NULL') using errcode = '23514';
+  end if;
+  if new.content is null or btrim(new.content, E' \t\r\n') = '' then
+    raise exception 'empty content: a message needs text (session %)', new.session_id
+      using errcode = '23514';
+  end if;
+  if new.importance is null or new.importance < 0 or new.importance > 1 or new.importance = 'NaN' then
+    raise exception 'importance must be between 0 and 1, got %', coalesce(new.importance::text, 'NULL')
+      using errcode = '23514';
+  end if;
+  if new.metadata is not null and jsonb_typeof(new.metadata) <> 'object' then
+    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(new.metadata)
+      using errcode = '23514';
+  end if;
+  new.metadata := coalesce(new.metadata, '{}');
+  -- without an id from the source, a message is identified by what it says and when
+  new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
+    concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
+
+  -- a message without its agent takes its session's (a session id is unique across agents on
+  -- one node; on a Citus cluster it is unique within its agent only, so the agent is needed
+  -- where two agents hold the id)
+  if new.agent_id is null then
+    select min(s.agent_id), count(*) into session_agent, n_found
+    from recall.sessions s where s.session_id = new.session_id;
+    if n_found > 1 then
+      raise exception 'session % is held by % agents: give the message its agent_id',
+        quote_literal(new.session_id), n_found using errcode = '23514';
+    end if;
+    new.agent_id := session_agent;
+  end if;
+  -- the session (locked: serialises seq numbering within it), its last seq, and whether this
+  -- message is already stored. RLS hides other agents' sessions, so a session of another
+  -- agent reads as missing: nothing about it leaks.
+  select s.agent_id,
+         (select max(m.seq) from recall.messages m
+          where m.agent_id = new.agent_id and m.session_id = new.session_id),
+         exists (select from recall.messages m
+                 where m.agent_id = new.agent_id and m.session_id = new.session_id
+                   and m.external_id = new.external_id)
+    into session_agent, last_seq, duplicate
+  from recall.sessions s
+  where s.agent_id = new.agent_id and s.session_id = new.session_id
+  for no key update of s;
+  if not found then
+    if exists (select from recall.sessions s where s.session_id = new.session_id) then
+      raise exception 'message agent_id % differs from the agent of session %',
+        quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
+    end if;
+    raise exception 'session % does not exist: insert it into recall.sessions first',
+      coalesce(quote_literal(new.session_id), 'NULL') using errcode = '23503';
+  end if;
+  if duplicate then
+    return null;                          -- already stored: a no-op, not an error
   end if;
 
-  -- 1. keys that contain agent_id (skipped where done)
-  if (select array_agg(a.attname::text order by k.ord)
-      from pg_constraint x, unnest(x.conkey) with ordinality k(attnum, ord)
-      join pg_attribute a on a.attrelid = 'recall.sessions'::regclass and a.attnum = k.attnum
-      where x.conrelid = 'recall.sessions'::regclass and x.contype = 'p') = array['session_id'] then
-    -- foreign keys to sessions first, then the primary and unique keys
-    for c in select conrelid::regclass as tbl, conname from pg_constraint
-             where contype = 'f' and confrelid = 'recall.sessions'::regclass
-    loop
-      execute format('alter table %s drop constraint %I', c.tbl, c.conname);
-    end loop;
-    for c in select conrelid::regclass as tbl, conname, contype,
-                    (select array_agg(a.attname::text order by k.ord)
-                     from unnest(x.conkey) with ordinality k(attnum, ord)
-                     join pg_attribute a on a.attrelid = x.conrelid and a.attnum = k.attnum) as cols
-             from pg_constraint x
-             where conrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass, 'recall.chunks'::regclass)
-               and contype in ('p', 'u')
-             order by conrelid::regclass::text desc   -- sessions last: the others do not need it
-    loop
-      if 'agent_id' = any (c.cols) then
-        continue;
+  if new.seq is null then
+    new.seq := coalesce(last_seq, 0) + 1;
+  elsif new.seq <= last_seq then
+    -- an explicit seq that is taken: the same message again is a no-op, another is an error
+    select * into existing from recall.messages m
+    where m.agent_id = new.agent_id and m.session_id = new.session_id and m.seq = new.seq;
+    if found then
+      if existing.content = new.content and existing.role = new.role and existing.kind = new.kind then
+        return null;
       end if;
-      execute format('alter table %s drop constraint %I', c.tbl, c.conname);
-      execute format('alter table %s add constraint %I %s (agent_id, %s)', c.tbl, c.conname,
-                     case c.contype when 'p' then 'primary key' else 'unique' end,
-                     (select string_agg(quote_ident(x), ', ') from unnest(c.cols) x));
-    end loop;
-    alter table recall.messages add constraint messages_session_fkey
-      foreign key (agent_id, session_id) references recall.sessions (agent_id, session_id) on delete cascade;
-    alter table recall.chunks add constraint chunks_session_fkey
-      foreign key (agent_id, session_id) references recall.sessions (agent_id, session_id) on delete cascade;
+      raise exception 'seq % of session % already holds another message', new.seq,
+        quote_literal(new.session_id) using errcode = '23505';
+    end if;
+  end if;
+  return new;
+end
+$$;
+
+-- The chunking: not in the statement triggers on a cluster. There they would join their
+-- transition table with the distributed tables (refused by Citus), and running the chunker
+-- from inside a trigger on a shard needs a nested distributed execution that fans out to
+-- every worker (it crashed a worker here). recall.chunk_sessions, called by the importers on
+-- the coordinator after their insert (pyrecall/_ingest.py), chunks the sessions instead; a
+-- client that inserts messages with plain SQL calls it too (docs/SCALING.md).
+create or replace function recall._messages_after_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  return null;   -- on a Citus cluster: recall.chunk_sessions
+end
+$$;
+
+create or replace function recall._messages_after_change()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  return null;   -- on a Citus cluster: recall.chunk_sessions
+end
+$$;
+
+create or replace function recall._sessions_after_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  return null;   -- on a Citus cluster: recall.chunk_sessions
+end
+$$;
+
+-- chunk_sessions: (re)chunk whole sessions of the given agents (one session per pair of
+-- array elements) from the coordinator, and stretch each session over its messages' times;
+-- the number of chunks written or removed. What the message triggers do on one node.
+create or replace function recall.chunk_sessions(agent_ids text[], session_ids text[])
+returns bigint
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  if cardinality(agent_ids) is distinct from cardinality(session_ids) then
+    raise exception 'agent_ids and session_ids must have the same length' using errcode = '22023';
+  end if;
+  update recall.sessions s
+     set started_at = least(s.started_at, x.first_at),
+         ended_at   = greatest(s.ended_at, x.last_at)
+    from (select m.agent_id, m.session_id, min(m.created_at) as first_at, max(m.created_at) as last_at
+          from recall.messages m
+          where m.agent_id = any (agent_ids) and m.session_id = any (session_ids)
+          group by m.agent_id, m.session_id) x
+   where s.agent_id = x.agent_id and s.session_id = x.session_id
+     and (s.started_at > x.first_at or s.ended_at is null or s.ended_at < x.last_at);
+  return recall._rechunk(agent_ids, session_ids, array_fill(-2147483648, array[cardinality(session_ids)]));
+end
+$$;
+
+-- (no SET search_path: a procedure with one cannot COMMIT; every name is qualified, and
+-- pg_catalog, where Citus' functions are, is searched first)
+create or replace procedure recall.distribute(shard_count int default 32)
+language plpgsql
+as $$
+declare
+  c record;
+  f record;
+  knob record;
+  tbl text;
+  db text := current_database();
+begin
+  if not exists (select from pg_extension where extname = 'citus') then
+    raise exception 'the citus extension is not installed in this database'
+      using errcode = '0A000', hint = 'CREATE EXTENSION citus on the coordinator and every worker first.';
+  end if;
+  if not exists (select from pg_dist_node where noderole = 'primary' and shouldhaveshards) then
+    raise exception 'this Citus cluster has no node for shards'
+      using errcode = '0A000', hint = 'Add the workers first: select citus_add_node(host, port).';
+  end if;
+  -- the agent-first keys (migration 010-agent-first-keys) must be there
+  if to_regclass('recall.migrations') is null
+     or not exists (select from recall.migrations where name = '010-agent-first-keys') then
+    raise exception 'the recall schema has no agent-first keys yet'
+      using errcode = '0A000', hint = 'Run pyrecall migrate (a release with 010-agent-first-keys) on the coordinator first.';
   end if;
 
-  -- 2. the tables: config everywhere, the rest by agent_id, co-located
+  -- 1. keys: the one-node UNIQUE (session_id) goes; every other key must hold agent_id
+  if exists (select from pg_constraint where conrelid = 'recall.sessions'::regclass
+                                         and conname = 'sessions_session_id_key') then
+    alter table recall.sessions drop constraint sessions_session_id_key;
+  end if;
+  for c in select x.conrelid::regclass as tbl, x.conname
+           from pg_constraint x
+           where x.conrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass,
+                                'recall.chunks'::regclass, 'recall.source_files'::regclass,
+                                'recall.recall_log'::regclass)
+             and x.contype in ('p', 'u', 'f')
+             and not exists (select from unnest(x.conkey) k(attnum)
+                             join pg_attribute a on a.attrelid = x.conrelid and a.attnum = k.attnum
+                             where a.attname = 'agent_id')
+  loop
+    raise exception 'constraint % of % does not contain agent_id: Citus cannot enforce it', c.conname, c.tbl
+      using errcode = '0A000', hint = 'Run pyrecall migrate with a release that has 010-agent-first-keys.';
+  end loop;
+
+  -- 2. row-level security without subqueries (Citus refuses them in the policies of its
+  -- tables): the bound agent is read by a call of recall.bound_agent() instead of an InitPlan
+  -- (same rows; evaluated per scan instead of once per statement), a role's own binding by
+  -- to_regrole instead of a lookup in pg_roles
+  for c in select p.polname, p.polrelid::regclass as tbl,
+                  pg_get_expr(p.polqual, p.polrelid) as qual,
+                  pg_get_expr(p.polwithcheck, p.polrelid) as chk
+           from pg_policy p
+           where p.polrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass,
+                                'recall.chunks'::regclass, 'recall.source_files'::regclass,
+                                'recall.recall_log'::regclass, 'recall.agent_bindings'::regclass)
+             and (pg_get_expr(p.polqual, p.polrelid) ~* 'select'
+                  or coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '') ~* 'select')
+  loop
+    if c.tbl = 'recall.agent_bindings'::regclass and c.polname = 'own_binding' then
+      c.qual := '(agent_role)::oid in (to_regrole(quote_ident(current_user::text))::oid, '
+                'to_regrole(quote_ident(session_user::text))::oid)';
+    else
+      c.qual := regexp_replace(c.qual, '\(\s*SELECT recall\.bound_agent\(\) AS bound_agent\)', 'recall.bound_agent()', 'g');
+      c.chk := regexp_replace(c.chk, '\(\s*SELECT recall\.bound_agent\(\) AS bound_agent\)', 'recall.bound_agent()', 'g');
+    end if;
+    if c.qual ~* 'select' or coalesce(c.chk, '') ~* 'select' then
+      raise exception 'policy % of % has a subquery, which Citus does not allow: %', c.polname, c.tbl, c.qual
+        using errcode = '0A000';
+    end if;
+    execute format('alter policy %I on %s using (%s)%s', c.polname, c.tbl, c.qual,
+                   case when c.chk is not null then format(' with check (%s)', c.chk) else '' end);
+  end loop;
+
+  -- 3. the tables: config and bindings everywhere, the rest by agent_id, co-located
   perform set_config('citus.shard_count', shard_count::text, true);
+  perform set_config('citus.enable_unsafe_triggers', 'on', true);   -- the chunking triggers
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.config'::regclass) then
     perform create_reference_table('recall.config');
   end if;
-  -- role bindings (recall.bind_agent): read by the row-level security on every node
-  if to_regclass('recall.agent_bindings') is not null and not exists (
-       select from pg_dist_partition where logicalrelid = 'recall.agent_bindings'::regclass) then
+  if not exists (select from pg_dist_partition where logicalrelid = 'recall.agent_bindings'::regclass) then
     perform create_reference_table('recall.agent_bindings');
   end if;
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.sessions'::regclass) then
     perform create_distributed_table('recall.sessions', 'agent_id');
   end if;
-  if not exists (select from pg_dist_partition where logicalrelid = 'recall.messages'::regclass) then
-    perform create_distributed_table('recall.messages', 'agent_id', colocate_with => 'recall.sessions');
-  end if;
-  if not exists (select from pg_dist_partition where logicalrelid = 'recall.chunks'::regclass) then
-    perform create_distributed_table('recall.chunks', 'agent_id', colocate_with => 'recall.sessions');
-  end if;
-  if not exists (select from pg_dist_partition where logicalrelid = 'recall.source_files'::regclass) then
-    perform create_distributed_table('recall.source_files', 'agent_id', colocate_with => 'recall.sessions');
-  end if;
-
-  -- 3. functions: the public ones with an agent_id argument are delegated to the agent's node;
-  -- every other recall function is propagated (its definition on every node)
-  for f in select p.oid::regprocedure as sig,
-                  'agent_id' = any (p.proargnames) and p.proname !~ '^_' as delegated
-           from pg_proc p
-           where p.pronamespace = 'recall'::regnamespace and p.prokind = 'f'
-             and not exists (select from pg_dist_object o
-                             where o.classid = 'pg_proc'::regclass and o.objid = p.oid
-                               and o.distribution_argument_index is not null)
-  loop
-    if f.delegated then
-      perform create_distributed_function(f.sig::text, distribution_arg_name => 'agent_id',
-                                          colocate_with => 'recall.chunks');
-    else
-      perform create_distributed_function(f.sig::text);
+  foreach tbl in array array['recall.messages', 'recall.chunks', 'recall.source_files', 'recall.recall_log'] loop
+    if not exists (select from pg_dist_partition where logicalrelid = tbl::regclass) then
+      perform create_distributed_table(tbl, 'agent_id', colocate_with => 'recall.sessions');
     end if;
   end loop;
 
-  -- 4. settings every node needs (ALTER DATABASE: new sessions, workers included)
+  -- the functions' metadata cannot be written in a transaction that wrote shards in parallel
+  commit;
+  perform set_config('citus.enable_unsafe_triggers', 'on', true);
+
+  -- 4. functions: those whose first argument is agent_id run on the agent's node (delegated);
+  -- every other function of the schema is propagated (its definition on every node). Not
+  -- delegated: the administration functions, which write reference tables or grant roles.
+  for f in select p.oid::regprocedure as sig,
+                  p.proargnames[1] = 'agent_id' and p.pronargs > 0
+                    and p.proname not in ('bind_agent', 'unbind_agent', 'log_recall',
+                                          '_reset_role_agent_setting') as delegated
+           from pg_proc p
+           where p.pronamespace = 'recall'::regnamespace and p.prokind = 'f'
+             and not exists (select from pg_depend d
+                             where d.classid = 'pg_proc'::regclass and d.objid = p.oid and d.deptype = 'e')
+           order by p.oid
+  loop
+    if f.delegated then
+      if not exists (select from pg_dist_object o
+                     where o.classid = 'pg_proc'::regclass and o.objid = f.sig::oid
+                       and o.distribution_argument_index is not null) then
+        perform create_distributed_function(f.sig, distribution_arg_name => 'agent_id',
+                                            colocate_with => 'recall.sessions');
+      end if;
+    elsif not exists (select from pg_dist_object o
+                      where o.classid = 'pg_proc'::regclass and o.objid = f.sig::oid) then
+      perform create_distributed_function(f.sig);
+    end if;
+  end loop;
+
+  -- the row-level security reads the bound agent from recall.agent_bindings, a reference
+  -- table: on a worker, inside a query on a shard, Citus refuses that read as a nested
+  -- distributed query unless allowed. Allowed for this one function (a read of the node's own
+  -- copy of a reference table, which no shard move affects); ALTER FUNCTION reaches every node.
+  alter function recall.bound_agent() set citus.allow_nested_distributed_execution = on;
+  -- the chunker (recall.chunk_sessions) plans its statement with the agents as values: the
+  -- generic plan one node uses cannot be routed by Citus
+  for f in select p.oid::regprocedure as sig from pg_proc p
+           where p.pronamespace = 'recall'::regnamespace and p.proname = '_rechunk'
+  loop
+    execute format('alter function %s reset plan_cache_mode', f.sig);
+  end loop;
+
+  -- 5. settings every node needs (ALTER DATABASE: new sessions, workers included)
   for knob in select * from (values
       ('citus.enable_unsafe_triggers', 'on'),          -- the chunking triggers (co-located writes)
       ('citus.propagate_set_commands', 'local'))       -- SET LOCAL recall.agent_id reaches workers (RLS)
     as k(name, value)
   loop
-    execute format('alter database %I set %s = %L', current_database(), knob.name, knob.value);
-    perform run_command_on_workers(format('alter database %I set %s = %L', current_database(), knob.name, knob.value));
+    execute format('alter database %I set %s = %L', db, knob.name, knob.value);
+    perform run_command_on_workers(format('alter database %I set %s = %L', db, knob.name, knob.value));
   end loop;
-  -- the query knobs already set on the coordinator's database, copied to the workers
+  -- the query knobs and recall settings of the coordinator's database, copied to the workers
   for knob in select split_part(cfg, '=', 1) as name, substr(cfg, strpos(cfg, '=') + 1) as value
               from pg_db_role_setting r, unnest(r.setconfig) cfg
-              where r.setdatabase = (select oid from pg_database where datname = current_database())
-                and r.setrole = 0 and cfg ~ '^(hnsw|diskann)\.'
+              where r.setdatabase = (select oid from pg_database where datname = db)
+                and r.setrole = 0 and cfg ~ '^(hnsw|ivfflat|diskann|recall)\.'
   loop
-    perform run_command_on_workers(format('alter database %I set %s = %L', current_database(), knob.name, knob.value));
+    perform run_command_on_workers(format('alter database %I set %s = %L', db, knob.name, knob.value));
   end loop;
 
-  raise notice 'recall is distributed by agent_id over % shards; hybrid_recall runs on the node of its agent', shard_count;
+  raise notice 'recall is distributed by agent_id over % shards; the recall functions run on the node of their agent', shard_count;
 end
 $$;
 

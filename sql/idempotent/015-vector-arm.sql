@@ -104,6 +104,13 @@ $$;
 -- with set_config(..., true) for the ANN statement only and restored right after it: the
 -- caller's transaction never sees them (on an error, the aborting transaction or savepoint
 -- undoes them).
+--
+-- Far queries: when the ANN's best distance is beyond recall.config ann_far_distance (nothing
+-- the agent holds is about the query), the search runs once more at the width
+-- ann_far_ef_search unless it was already that wide. Such a query's neighbours are a near tie
+-- of unrelated chunks that a narrow search misses (figures in docs/DBA.md, "Queries far from
+-- all of an agent's topics"); the exact scan would be exact but costs with the agent. Either
+-- key null: no second pass.
 drop function if exists recall._vector_arm_scoped(text, vector, int, text, jsonb[], text[],
   timestamptz, timestamptz, timestamptz, text);   -- (a pre-release shape)
 create or replace function recall._vector_arm_scoped(
@@ -123,6 +130,9 @@ declare
   own_min int;
   ef_min int;
   ef_steps jsonb;
+  far_dist double precision;
+  far_ef int;
+  far_pass bool := false;
   idx_rows bigint;
   n_rows int;
   max_tuples bigint;
@@ -137,10 +147,13 @@ begin
     coalesce(max(value::int) filter (where key = 'exact_scan_max_rows'), 20000),
     coalesce(max(value::int) filter (where key = 'agent_index_min_rows'), 2000),
     coalesce(max(value::int) filter (where key = 'ann_min_ef_search'), 200),
-    max(value::text) filter (where key = 'ann_ef_search_by_rows')::jsonb
-  into exact_max, own_min, ef_min, ef_steps
+    max(value::text) filter (where key = 'ann_ef_search_by_rows')::jsonb,
+    max(value #>> '{}') filter (where key = 'ann_far_distance' and jsonb_typeof(value) = 'number')::double precision,
+    max(value #>> '{}') filter (where key = 'ann_far_ef_search' and jsonb_typeof(value) = 'number')::numeric::int
+  into exact_max, own_min, ef_min, ef_steps, far_dist, far_ef
   from recall.config
-  where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search', 'ann_ef_search_by_rows');
+  where key in ('exact_scan_max_rows', 'agent_index_min_rows', 'ann_min_ef_search', 'ann_ef_search_by_rows',
+                'ann_far_distance', 'ann_far_ef_search');
 
   select v.index_oid, v.method into idx_oid, idx_method from recall._agent_vector_index(p_agent_id) v;
   own := idx_oid is not null;
@@ -195,52 +208,66 @@ begin
   -- few thousand chunks chose the exact B-tree scan + sort over the agent's own HNSW index
   -- (several times slower). The index scan is bounded: an agent's own index holds
   -- only its chunks, and max_scan_tuples bounds the whole-table one.
-  perform set_config('enable_sort', 'off', true);
-  if idx_method = 'diskann' then
-    perform set_config('diskann.query_search_list_size',
-      least(10000, greatest(coalesce(nullif(saved[4], '')::int, 100), ef_min, p_n))::text, true);
-    perform set_config('diskann.query_rescore',
-      least(1000, greatest(coalesce(nullif(saved[5], '')::int, 50), p_n))::text, true);
-  else
-    perform set_config('hnsw.ef_search',
-      least(1000, greatest(coalesce(nullif(saved[1], '')::int, 40), ef_min, p_n))::text, true);
-    perform set_config('hnsw.iterative_scan',
-      case when saved[2] = 'strict_order' then 'strict_order' else 'relaxed_order' end, true);
-    perform set_config('hnsw.max_scan_tuples',
-      least(2147483647, greatest(coalesce(nullif(saved[3], '')::bigint, 20000), max_tuples))::text, true);
-  end if;
-
-  raise debug 'recall._vector_arm_scoped: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
-    p_agent_id, idx_oid::regclass, idx_method, idx_rows,
-    case when idx_method = 'diskann' then 'query_search_list_size' else 'ef_search' end,
-    case when idx_method = 'diskann' then current_setting('diskann.query_search_list_size', true)
-         else current_setting('hnsw.ef_search', true) end,
-    current_setting('hnsw.max_scan_tuples', true);
-
   -- the agent id goes in as a literal, and its key (the predicate of its own index, see
   -- recall._agent_key): a partial index serves only a WHERE that implies its predicate
   agent_filter := format('c.agent_id = %L', p_agent_id)
     || case when own then ' and ' || recall._agent_key_predicate('c.agent_id', recall._agent_key(p_agent_id)) else '' end;
-  execute format($q$
-    select array_agg(a.chunk_id order by a.distance, a.chunk_id),
-           array_agg(a.distance order by a.distance, a.chunk_id)
-    from (select c.chunk_id, c.embedding <=> $1 as distance
-          from recall.chunks c
-          where %s
-            and c.created_at >= coalesce($2, '-infinity') and c.created_at < coalesce($3, 'infinity')
-            and ($4::text is null or c.session_id <> $4)
-            and ($5::jsonb[] is null or c.metadata @> any ($5))
-            and ($6::text[] is null or c.kind = any ($6))
-            and ($9::text is null or c.metadata @> jsonb_build_object('project', $9::text)
-                 or (c.kind = 'memory' and not c.metadata ? 'project'))
-            and ($10::boolean
-                 or ((c.valid_until is null or c.valid_until > $8)
-                     and ($8::timestamptz is null or c.valid_from is null or c.valid_from <= $8)))
-          order by c.embedding <=> $1
-          limit $7) a$q$, agent_filter)
-    into ids, dists
-    using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
-          p_any_validity;
+  loop
+    perform set_config('enable_sort', 'off', true);
+    if idx_method = 'diskann' then
+      perform set_config('diskann.query_search_list_size',
+        least(10000, greatest(coalesce(nullif(saved[4], '')::int, 100), ef_min, p_n))::text, true);
+      perform set_config('diskann.query_rescore',
+        least(1000, greatest(coalesce(nullif(saved[5], '')::int, 50), p_n))::text, true);
+    else
+      perform set_config('hnsw.ef_search',
+        least(1000, greatest(coalesce(nullif(saved[1], '')::int, 40), ef_min, p_n))::text, true);
+      perform set_config('hnsw.iterative_scan',
+        case when saved[2] = 'strict_order' then 'strict_order' else 'relaxed_order' end, true);
+      perform set_config('hnsw.max_scan_tuples',
+        least(2147483647, greatest(coalesce(nullif(saved[3], '')::bigint, 20000), max_tuples))::text, true);
+    end if;
+
+    raise debug 'recall._vector_arm_scoped: agent %, path ANN via % (%, % rows), % = %, max_scan_tuples %',
+      p_agent_id, idx_oid::regclass, idx_method, idx_rows,
+      case when idx_method = 'diskann' then 'query_search_list_size' else 'ef_search' end,
+      case when idx_method = 'diskann' then current_setting('diskann.query_search_list_size', true)
+           else current_setting('hnsw.ef_search', true) end,
+      current_setting('hnsw.max_scan_tuples', true);
+
+    execute format($q$
+      select array_agg(a.chunk_id order by a.distance, a.chunk_id),
+             array_agg(a.distance order by a.distance, a.chunk_id)
+      from (select c.chunk_id, c.embedding <=> $1 as distance
+            from recall.chunks c
+            where %s
+              and c.created_at >= coalesce($2, '-infinity') and c.created_at < coalesce($3, 'infinity')
+              and ($4::text is null or c.session_id <> $4)
+              and ($5::jsonb[] is null or c.metadata @> any ($5))
+              and ($6::text[] is null or c.kind = any ($6))
+              and ($9::text is null or c.metadata @> jsonb_build_object('project', $9::text)
+                   or (c.kind = 'memory' and not c.metadata ? 'project'))
+              and ($10::boolean
+                   or ((c.valid_until is null or c.valid_until > $8)
+                       and ($8::timestamptz is null or c.valid_from is null or c.valid_from <= $8)))
+            order by c.embedding <=> $1
+            limit $7) a$q$, agent_filter)
+      into ids, dists
+      using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
+            p_any_validity;
+    -- a query far from everything the agent holds (its best distance beyond recall.config
+    -- ann_far_distance): its neighbours are a near tie that a narrow search misses; once more,
+    -- at the width ann_far_ef_search (see the header)
+    exit when far_pass or far_dist is null or far_ef is null or coalesce(cardinality(ids), 0) = 0
+              or dists[1] <= far_dist
+              or least(far_ef, case when idx_method = 'diskann' then 10000 else 1000 end)
+                 <= coalesce(nullif(current_setting(case when idx_method = 'diskann'
+                      then 'diskann.query_search_list_size' else 'hnsw.ef_search' end, true), '')::int, 0);
+    raise debug 'recall._vector_arm_scoped: agent %, best distance % > ann_far_distance %: again at width %',
+      p_agent_id, round(dists[1]::numeric, 4), far_dist, far_ef;
+    far_pass := true;
+    ef_min := greatest(ef_min, far_ef);
+  end loop;
 
   perform set_config('enable_sort', saved[6], true);
   if idx_method = 'diskann' then

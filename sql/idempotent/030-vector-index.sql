@@ -39,11 +39,22 @@ on conflict (key) do nothing;
 
 -- ann_ef_search_by_rows: the search width by the size of the index searched (recall._vector_arm
 -- takes the width of the largest key <= the index's rows; ann_min_ef_search stays the floor).
--- Measured on topic-mixture vectors up to 200k chunks (docs/DBA.md); the steps above are
--- extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
--- "measure"}') re-measures it on your data (recall.vector_search_curve).
+-- Measured on topic-mixture vectors at 1M chunks, agents of 2.5k-134k, and on an agent of 200k
+-- (docs/DBA.md); the 500000 step is extrapolated. recall.tune_vector_search('{"ann_ef_search_by_rows":
+-- "measure"}') re-measures it on your data (recall.vector_search_curve). A database still
+-- holding the former default (2026-11-26, unmeasured above 100k) gets the new one; a table
+-- written by hand or measured is kept.
 insert into recall.config (key, value) values
-  ('ann_ef_search_by_rows', '{"0": 200, "50000": 400, "200000": 600, "500000": 800}')  -- rows -> hnsw.ef_search
+  ('ann_ef_search_by_rows', '{"0": 200, "20000": 400, "100000": 600, "200000": 800, "500000": 1000}')  -- rows -> hnsw.ef_search
+on conflict (key) do nothing;
+update recall.config set value = '{"0": 200, "20000": 400, "100000": 600, "200000": 800, "500000": 1000}'
+where key = 'ann_ef_search_by_rows' and value = '{"0": 200, "50000": 400, "200000": 600, "500000": 800}';
+
+-- ann_far_distance, ann_far_ef_search: a query whose best ANN distance is beyond the first is
+-- searched once more at the second width (recall._vector_arm, "Far queries"); null: never.
+insert into recall.config (key, value) values
+  ('ann_far_distance', '0.75')
+, ('ann_far_ef_search', '1000')
 on conflict (key) do nothing;
 
 -- The vector columns' storage, as recall.config embedding_storage says (main by default).

@@ -285,7 +285,7 @@ begin
   select c.chunk_id, c.memory_kind, c.content, c.importance::float8, c.pinned, c.metadata, c.created_at, c.valid_from, c.valid_until,
          c.supersedes,
          (select n.chunk_id from recall.chunks n
-          where n.agent_id = c.agent_id and n.kind = 'memory' and n.supersedes = c.chunk_id
+          where n.agent_id = memories.agent_id and n.kind = 'memory' and n.supersedes = c.chunk_id
           order by n.chunk_id limit 1),
          c.embedding is not null, c.n_tokens
   from recall.chunks c

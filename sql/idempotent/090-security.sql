@@ -23,16 +23,19 @@
 -- caller's own row is all it needs, and the table's policy own_binding lets each role read
 -- exactly the rows of its current and login roles. The same text is in
 -- sql/incremental/003-agent-bindings.sql (it switched the policies to the table at once).
+-- The roles' oids come from to_regrole, not a join with pg_roles: on a Citus cluster
+-- recall.agent_bindings is a reference table, and a join of it with a catalog view is planned
+-- as a distributed query that reads pg_authid (refused to agents).
 create or replace function recall.bound_agent()
 returns text
 language sql stable security invoker parallel safe
 set search_path to pg_catalog, pg_temp
 as $$
   select b.agent_id
-  from (values (1, current_user), (2, session_user)) as r(pref, rolname)
-  join pg_roles ro on ro.rolname = r.rolname
-  join recall.agent_bindings b on b.agent_role::oid = ro.oid
-  order by r.pref
+  from recall.agent_bindings b
+  where b.agent_role::oid in (to_regrole(quote_ident(current_user::text))::oid,
+                              to_regrole(quote_ident(session_user::text))::oid)
+  order by b.agent_role::oid <> to_regrole(quote_ident(current_user::text))::oid   -- the current role's first
   limit 1
 $$;
 
@@ -91,6 +94,23 @@ begin
 end
 $$;
 
+-- _dropped_bound_roles: the oids of bound roles that no longer exist (bind_agent and unbind_agent
+-- remove their bindings). Two statements, not a join of the bindings with pg_roles, for Citus
+-- (see bound_agent).
+create or replace function recall._dropped_bound_roles()
+returns oid[]
+language plpgsql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  bound oid[];
+begin
+  select array_agg(b.agent_role::oid) into bound from recall.agent_bindings b;
+  return coalesce((select array_agg(x) from unnest(bound) x
+                   where not exists (select from pg_roles ro where ro.oid = x)), '{}');
+end
+$$;
+
 -- bind_agent: make role_name an agent role of agent_id: a member of recall_agent with a row in
 -- recall.agent_bindings (binding it again replaces its agent). Run it as the owner (it writes
 -- the table and grants recall_agent) or a superuser. Roles that row-level security does not
@@ -122,8 +142,9 @@ begin
     raise exception 'role % is a member of recall_admin, which sees every agent: binding it would not restrict it',
       quote_ident(role_name) using errcode = '22023';
   end if;
+  -- bindings of roles dropped since (the oids looked up apart: see bound_agent)
   delete from recall.agent_bindings b
-  where not exists (select from pg_roles ro where ro.oid = b.agent_role::oid);
+  where b.agent_role::oid = any (recall._dropped_bound_roles());
   insert into recall.agent_bindings as b (agent_role, agent_id, bound_at)
   values (r.oid::regrole, bind_agent.agent_id, now())
   on conflict (agent_role) do update set agent_id = excluded.agent_id, bound_at = excluded.bound_at;
@@ -152,7 +173,7 @@ begin
   end if;
   delete from recall.agent_bindings b
   where b.agent_role::oid = role_oid
-     or not exists (select from pg_roles ro where ro.oid = b.agent_role::oid);
+     or b.agent_role::oid = any (recall._dropped_bound_roles());
   perform recall._reset_role_agent_setting(role_name);
 end
 $$;
