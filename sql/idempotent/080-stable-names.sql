@@ -3,8 +3,8 @@
 -- recall.auto_context, each calling the current released version. Releasing a new version
 -- (sql/README.md) moves them here, in one place; the versions live in sql/released/.
 
--- Today hybrid_recall and session_recall call v5 (v4's shapes: same arguments and rows), and
--- auto_context calls v4. Their v3 shapes go first (v4 adds arguments and columns, so create or
+-- Today hybrid_recall, session_recall and auto_context call v6 (v4's shapes: same arguments
+-- and rows). Their v3 shapes go first (v4 adds arguments and columns, so create or
 -- replace cannot change them); a call by name with v3's arguments finds the v4 shape.
 drop function if exists recall.hybrid_recall(
   text, text, vector, int, int, text, float8, jsonb, text[], timestamptz, timestamptz, float8,
@@ -19,7 +19,7 @@ drop function if exists recall.session_recall(
   text, text, vector, int, int, int, text, jsonb, text[], timestamptz, timestamptz, interval,
   timestamptz, int, float8, float8, float8);
 
--- hybrid_recall: the stable name; today it is v5
+-- hybrid_recall: the stable name; today it is v6
 create or replace function recall.hybrid_recall(
   agent_id           text,
   query_text         text        default null,
@@ -45,16 +45,16 @@ returns setof recall.recall_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.hybrid_recall_v5(
+  select * from recall.hybrid_recall_v6(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
     importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session)
 $$;
 
 comment on function recall.hybrid_recall is
-  'The stable name of hybrid recall; calls recall.hybrid_recall_v5 (see its comment).';
+  'The stable name of hybrid recall; calls recall.hybrid_recall_v6 (see its comment).';
 
--- session_recall: the stable name; today it is v5
+-- session_recall: the stable name; today it is v6
 create or replace function recall.session_recall(
   agent_id           text,
   query_text         text        default null,
@@ -82,7 +82,7 @@ returns setof recall.session_recall_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.session_recall_v5(
+  select * from recall.session_recall_v6(
     agent_id, query_text, query_embedding, k, n_sessions, token_budget, exclude_session_id,
     filter, kinds, since, until, half_life, as_of, candidates, summary_weight, session_weight,
     dedup_similarity, vector_weight, text_weight, recency_weight, importance_weight,
@@ -90,9 +90,9 @@ as $$
 $$;
 
 comment on function recall.session_recall is
-  'The stable name of session-aware recall; calls recall.session_recall_v5 (see its comment).';
+  'The stable name of session-aware recall; calls recall.session_recall_v6 (see its comment).';
 
--- auto_context: the stable name; today it is v4
+-- auto_context: the stable name; today it is v6
 create or replace function recall.auto_context(
   agent_id           text,
   project            text        default null,
@@ -109,10 +109,10 @@ returns setof recall.auto_context_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.auto_context_v4(agent_id, project, branch, task_text, task_embedding,
+  select * from recall.auto_context_v6(agent_id, project, branch, task_text, task_embedding,
                                        token_budget, exclude_session_id, as_of, recent_share,
                                        failure_share, all_projects)
 $$;
 
 comment on function recall.auto_context is
-  'The stable name of the session-start context; calls recall.auto_context_v4 (see its comment).';
+  'The stable name of the session-start context; calls recall.auto_context_v6 (see its comment).';
