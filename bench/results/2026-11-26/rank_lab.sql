@@ -114,17 +114,19 @@ $$;
 -- lab_mmr: v4's pool re-ordered greedily (MMR): the next chunk is the best by
 -- score - mu x (its highest cosine to a chunk already chosen) - nu x (chosen chunks of its
 -- session), over the first n_mmr of the pool (the rest keep their order); then v5's fill.
+drop function if exists recall.lab_mmr(text, text, vector, int, timestamptz, int, float8, float8, int);
 create or replace function recall.lab_mmr(
   agent_id text, query_text text default null, query_embedding vector default null,
   k int default 10, as_of timestamptz default null, token_budget int default null,
-  mu float8 default 0.0, nu float8 default 0.0, n_mmr int default 40)
+  mu float8 default 0.0, nu float8 default 0.0, n_mmr int default 40, adj float8 default 0.0)
 returns table (session_id text, message_ids bigint[], n_tokens int)
 language plpgsql volatile
 set search_path to pg_catalog, public, pg_temp
 as $$
 #variable_conflict use_column
 declare
-  p_id bigint[]; p_s float8[]; p_sess text[];
+  p_id bigint[]; p_s float8[]; p_sess text[]; p_lo int[]; p_hi int[];
+  touch float8[];        -- per candidate: 1 when it overlaps or touches a chosen chunk
   sim float8[];          -- n x n cosines, row-major
   n int;
   sel int[] := '{}';
@@ -132,16 +134,19 @@ declare
   cnt float8[];          -- per candidate: chosen chunks of its session
   best int; bv float8; v float8;
 begin
-  create temp table if not exists lab_pool (i int, chunk_id bigint, score float8, session_id text, embedding vector) on commit drop;
+  create temp table if not exists lab_pool (i int, chunk_id bigint, score float8, session_id text, embedding vector, lo int, hi int) on commit drop;
   truncate lab_pool;
   insert into lab_pool
-  select r.ordinality, r.chunk_id, r.score, r.session_id, c.embedding
+  select r.ordinality, r.chunk_id, r.score, r.session_id, c.embedding,
+         (select min(m.seq) from recall.messages m where m.message_id = any (r.message_ids)),
+         (select max(m.seq) from recall.messages m where m.message_id = any (r.message_ids))
   from recall.hybrid_recall_v4(agent_id => lab_mmr.agent_id, query_text => lab_mmr.query_text,
                                query_embedding => lab_mmr.query_embedding, k => lab_mmr.k,
                                as_of => lab_mmr.as_of) with ordinality as r
   join recall.chunks c on c.chunk_id = r.chunk_id;
-  select array_agg(p.chunk_id order by p.i), array_agg(p.score order by p.i), array_agg(p.session_id order by p.i)
-    into p_id, p_s, p_sess from lab_pool p;
+  select array_agg(p.chunk_id order by p.i), array_agg(p.score order by p.i), array_agg(p.session_id order by p.i),
+         array_agg(p.lo order by p.i), array_agg(p.hi order by p.i)
+    into p_id, p_s, p_sess, p_lo, p_hi from lab_pool p;
   if p_id is null then
     return;
   end if;
@@ -150,17 +155,19 @@ begin
   from lab_pool a cross join lab_pool b where a.i <= n and b.i <= n;
   pen := array_fill(0::float8, array[n]);
   cnt := array_fill(0::float8, array[n]);
+  touch := array_fill(0::float8, array[n]);
   for step in 1 .. n loop
     best := null; bv := null;
     for i in 1 .. n loop
       if i = any (sel) then continue; end if;
-      v := p_s[i] - mu * pen[i] - nu * cnt[i];
+      v := p_s[i] - mu * pen[i] - nu * cnt[i] + adj * touch[i];
       if bv is null or v > bv then bv := v; best := i; end if;
     end loop;
     sel := sel || best;
     for i in 1 .. n loop
       pen[i] := greatest(pen[i], sim[(best - 1) * n + i]);
       if p_sess[i] = p_sess[best] then cnt[i] := cnt[i] + 1; end if;
+      if p_sess[i] = p_sess[best] and p_lo[i] <= p_hi[best] + 1 and p_lo[best] <= p_hi[i] + 1 then touch[i] := 1; end if;
     end loop;
   end loop;
   sel := sel || array(select i from generate_series(n + 1, cardinality(p_id)) i);
