@@ -1,7 +1,7 @@
 -- 065-recall-turns: a development function, not a release (issue 19): hybrid_recall_turns is
 -- hybrid_recall_v5 whose token budget is filled turn by turn instead of chunk by chunk. The
--- stable names still call v5; this goes into the next release (hybrid_recall_v6 or later) once
--- that release is open for it (sql/README.md). Measured in docs/BENCHMARKS.md section 1 and
+-- stable names do not call it; it goes into the next release (hybrid_recall_v7 or a v6 that
+-- takes it; sql/README.md) once measured there. Measured in docs/BENCHMARKS.md section 1 and
 -- bench/LOG.md ("ranking ideas").
 --
 -- Why: a chat window holds 4 turns; the question's evidence is usually one of them. v5 pays for
@@ -9,41 +9,6 @@
 -- is good (a window's context helps both arms), so the turns keep their window's score, and a
 -- turn that itself holds the query's rarer words moves up: a context of the best turns of
 -- several windows, each paid once, adjacent turns of a session read as one passage.
-
--- _turn_match: the share of the query's idf (recall._text_plan_v3's lexemes and idfs) that the
--- words of p_tsv hold, in [0, 1]; 0 without lexemes
-create or replace function recall._turn_match(p_tsv tsvector, p_lexemes text[], p_idfs float8[])
-returns float8
-language sql immutable parallel safe
-set search_path to pg_catalog, pg_temp
-as $$
-  select coalesce(sum(w.idf) filter (where p_tsv @@ quote_literal(w.lexeme)::tsquery)
-                  / nullif(sum(w.idf), 0), 0)
-  from unnest(p_lexemes, p_idfs) as w(lexeme, idf)
-$$;
-
--- _turn_tokens: the tokens of the passages a set of turns makes, each run of adjacent seq of a
--- session one passage written as recall._passage_text_v5 writes it (a date line when dated,
--- then "Speaker: text" joined by blank lines), its characters times p_ratio, rounded up
-create or replace function recall._turn_tokens(p_sessions text[], p_seqs int[], p_lens int[],
-                                               p_at timestamptz[], p_dated boolean[], p_ratio float8)
-returns int
-language sql immutable parallel safe
-set search_path to pg_catalog, pg_temp
-as $$
-  select coalesce(sum(p.tokens), 0)::int
-  from (
-    select greatest(1, ceil((case when bool_or(x.dated)
-                                  then coalesce(char_length(to_char(min(x.at) at time zone 'UTC',
-                                                                    'FMDD FMMonth YYYY')) + 3, 0)
-                                  else 0 end
-                             + sum(x.len) + 2 * (count(*) - 1)) * p_ratio)) as tokens
-    from (select u.s, u.q, u.len, u.at, u.dated,
-                 u.q - row_number() over (partition by u.s order by u.q) as grp
-          from unnest(p_sessions, p_seqs, p_lens, p_at, p_dated) as u(s, q, len, at, dated)) x
-    group by x.s, x.grp
-  ) p
-$$;
 
 -- _fill_turns: the context at p_budget tokens from chunks ranked best first (p_ids, with their
 -- scores p_scores), turn by turn (hybrid_recall_turns' COMMENT gives the contract). Rows as
@@ -78,6 +43,12 @@ begin
   where c.chunk_id = any (p_ids) and c.kind in ('window', 'turn_pair', 'message');
   for u in
     with
+    -- the query's words and their idf (recall._text_plan_v3's): a unit's own match is the share
+    -- of their idf that its words hold, in [0, 1]
+    words as (
+      select quote_literal(w.lexeme)::tsquery as q, w.idf
+      from unnest(p_lexemes, p_idfs) as w(lexeme, idf)
+    ),
     pool as (
       select ch.chunk_id, ch.session_id, ch.kind, ch.n_tokens, ch.message_ids, ch.tsv, x.score, x.ord,
              ch.kind in ('window', 'turn_pair', 'message') and ch.part = 0
@@ -105,11 +76,14 @@ begin
     units as (
       select t.message_id, t.session_id, t.seq, t.created_at, t.len, t.dated, t.chunk_id, t.ord,
              null::text as kind, null::int as n_tokens, null::bigint[] as chunk_message_ids,
-             t.score + p_weight * recall._turn_match(t.tsv, p_lexemes, p_idfs) as value
+             t.score + p_weight * (select coalesce(sum(w.idf) filter (where t.tsv @@ w.q) / nullif(sum(w.idf), 0), 0)
+                                   from words w) as value
       from turns t
       union all
       select null, p.session_id, null, null, null, null, p.chunk_id, p.ord, p.kind, p.n_tokens,
-             p.message_ids, p.score + p_weight * recall._turn_match(p.tsv, p_lexemes, p_idfs)
+             p.message_ids,
+             p.score + p_weight * (select coalesce(sum(w.idf) filter (where p.tsv @@ w.q) / nullif(sum(w.idf), 0), 0)
+                                   from words w)
       from pool p
       where not p.chat
     )
@@ -126,8 +100,21 @@ begin
         used_other := used_other + u.n_tokens;
       end if;
     else
-      total := recall._turn_tokens(h_sess || u.session_id, h_seq || u.seq, h_len || u.len,
-                                   h_at || u.created_at, h_dated || u.dated, ratio);
+      -- the tokens of the passages the turns held and this one make: each run of adjacent seq
+      -- of a session one passage, as recall._passage_text_v5 writes it (a date line when dated,
+      -- "Speaker: text" joined by blank lines), its characters times ratio, rounded up
+      select coalesce(sum(p.tokens), 0)::int into total
+      from (
+        select greatest(1, ceil((case when bool_or(x.dated)
+                                      then coalesce(char_length(to_char(min(x.at) at time zone 'UTC',
+                                                                        'FMDD FMMonth YYYY')) + 3, 0)
+                                      else 0 end
+                                 + sum(x.len) + 2 * (count(*) - 1)) * ratio)) as tokens
+        from (select h.s, h.len, h.at, h.dated, h.q - row_number() over (partition by h.s order by h.q) as grp
+              from unnest(h_sess || u.session_id, h_seq || u.seq, h_len || u.len,
+                          h_at || u.created_at, h_dated || u.dated) as h(s, q, len, at, dated)) x
+        group by x.s, x.grp
+      ) p;
       if total + used_other <= p_budget then
         h_msg := h_msg || u.message_id; h_sess := h_sess || u.session_id; h_seq := h_seq || u.seq;
         h_len := h_len || u.len; h_at := h_at || u.created_at; h_dated := h_dated || u.dated;
