@@ -115,7 +115,8 @@ def bench():
               show_default=True,
               help="The methods to ask, comma-separated: dense, text, hybrid_recall, "
                    "session_recall (the stable names), or a version: hybrid_recall_v4, "
-                   "hybrid_recall_v5, session_recall_v4, session_recall_v5.")
+                   "hybrid_recall_v5, session_recall_v4, session_recall_v5, or the development "
+                   "hybrid_recall_turns (the budget filled turn by turn).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
