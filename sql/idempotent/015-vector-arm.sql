@@ -29,9 +29,14 @@ create or replace function recall._vector_exact_scoped(
   p_kinds text[], p_since timestamptz, p_until timestamptz, p_as_of timestamptz, p_project text,
   p_any_validity boolean default false)
 returns table (chunk_id bigint, distance double precision)
-language sql stable rows 100
+language plpgsql stable rows 100
 set search_path to pg_catalog, public, pg_temp
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL, not SQL: Citus cannot plan a SQL-language function's query on a distributed
+  -- table with parameters (docs/SCALING.md); the statement is v4's
+  return query
   select c.chunk_id, (c.embedding <=> p_query) + 0 as distance
   from recall.chunks c
   where c.agent_id = p_agent_id and c.embedding is not null
@@ -45,7 +50,8 @@ as $$
          or ((c.valid_until is null or c.valid_until > p_as_of)
              and (p_as_of is null or c.valid_from is null or c.valid_from <= p_as_of)))
   order by 2, c.chunk_id
-  limit p_n
+  limit p_n;
+end
 $$;
 
 -- _ef_search_for_rows: the search width a step table {"rows": width, ...} (recall.config
