@@ -399,6 +399,11 @@ def test_bench_citus_reports_both_servers_and_finds_the_clusters_rows(cluster, t
         rows = c.execute("select count(*) from recall.hybrid_recall('benchv6-1', 'refund webhook', "
                          "null, k => 10)").fetchone()[0]
     assert rows == 3 * 2
+    worker = psycopg.conninfo.make_conninfo(cluster[0], port=cluster[1]["worker1"].port)
+    result = CliRunner().invoke(bench, ["citus", "--dsn", worker])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: not a Citus coordinator: that server is a worker (or has no workers added)"]
 
 
 def test_bench_citus_refuses_a_server_that_is_not_a_coordinator(db_url):
