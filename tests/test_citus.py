@@ -7,6 +7,7 @@ takes a minute or more, later runs reuse the cached build."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -374,3 +375,45 @@ def test_a_worker_down_fails_its_agents_in_one_line_and_serves_the_others(coord,
         assert ok.exit_code == 0 and f"memory of {served}" in ok.output, ok.output
     finally:
         _citus.start_node(down)
+
+
+def test_bench_citus_reports_both_servers_and_finds_the_clusters_rows(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from pyrecall.bench.cli import bench
+
+    out = tmp_path / "citus.json"
+    result = CliRunner().invoke(bench, ["citus", "--dsn", cluster[0], "--agents", "3", "--chunks", "2",
+                                        "--calls", "3", "--clients", "1,2", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["single_chunks"] == report["citus_chunks"] == 3 * 3 * 2
+    assert report["delegated"] is True
+    for server in ("single", "citus"):
+        assert [p["clients"] for p in report[server]] == [1, 2]
+        assert [p["calls"] for p in report[server]] == [3, 6]
+        assert all(p["qps"] > 0 and 0 < p["p50_ms"] <= p["p95_ms"] for p in report[server])
+    assert isinstance(report["delegation_ms_per_call_p50"], float)
+    assert len(report["load_average"]["start"]) == 3
+    with psycopg.connect(cluster[0], autocommit=True) as c:   # an agent's rows, through delegation
+        rows = c.execute("select count(*) from recall.hybrid_recall('benchv6-1', 'refund webhook', "
+                         "null, k => 10)").fetchone()[0]
+    assert rows == 3 * 2
+    worker = psycopg.conninfo.make_conninfo(cluster[0], port=cluster[1]["worker1"].port)
+    result = CliRunner().invoke(bench, ["citus", "--dsn", worker])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: not a Citus coordinator: that server is a worker (or has no workers added)"]
+
+
+def test_bench_citus_refuses_a_server_that_is_not_a_coordinator(db_url):
+    from click.testing import CliRunner
+
+    from pyrecall.bench.cli import bench
+
+    result = CliRunner().invoke(bench, ["citus", "--dsn", db_url])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: not a Citus coordinator: the citus extension is not installed in that database"]
+    result = CliRunner().invoke(bench, ["citus"])
+    assert result.exit_code == 1 and "needs --dsn" in result.output and "Traceback" not in result.output

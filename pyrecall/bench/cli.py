@@ -561,6 +561,47 @@ def load_cmd(n_chunks, n_agents, clients, seconds, import_rate, keep, reuse, see
         raise SystemExit(1)
 
 
+@bench.command("citus")
+@click.option("--dsn", default=None, metavar="URL",
+              help="The Citus coordinator's URL, the recall schema distributed (make citus-up prints it).")
+@click.option("--agents", "n_agents", type=click.IntRange(1), default=20, show_default=True,
+              help="Agents loaded on both servers.")
+@click.option("--chunks", "n_chunks", type=click.IntRange(1), default=30, show_default=True,
+              help="Chunks per session (3 sessions an agent).")
+@click.option("--calls", type=click.IntRange(1), default=300, show_default=True,
+              help="Calls timed per client and phase (after 20 that are not).")
+@click.option("--clients", callback=_client_counts, default="1,2,4", show_default=True,
+              help="Concurrent clients, one phase per count, comma-separated.")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the report to this file.")
+@_handle_errors
+def citus_cmd(dsn, n_agents, n_chunks, calls, clients, json_file):
+    """hybrid_recall delegated to a Citus worker against a single node.
+
+    Loads the same agents (fake-embedder vectors) into the coordinator's database and into a
+    throwaway embedded server, then times hybrid_recall for a random agent: p50/p95 per call
+    and queries/s with each --clients count, on both. Prints one JSON report with the machine's
+    load average. The cluster keeps its bench agents (a later run reuses them).
+
+    \b
+    Example:
+      pyrecall bench citus --dsn "$(make -s citus-up | tail -1)"
+      pyrecall bench citus --dsn postgresql://postgres@127.0.0.1:9700/pyrecall --agents 4 --calls 20
+    """
+    import time
+    from pathlib import Path
+
+    from . import citus
+
+    t = time.perf_counter()
+    report = citus.run(dsn, agents=n_agents, chunks=n_chunks, calls=calls, clients=clients,
+                       log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+    text = json.dumps(report, indent=2)
+    click.echo(text)
+    if json_file:
+        Path(json_file).write_text(text + "\n")
+
+
 @bench.command("index")
 @click.option("--sessions", "n_sessions", type=click.IntRange(1), default=1000, show_default=True,
               help="Claude Code sessions to generate (~50 chunks each).")
