@@ -1,4 +1,4 @@
-"""auto_context_v6's two speed-ups keep v4's rows (sql/idempotent/060-recall-v6.sql,
+"""auto_context_v6's two speed-ups keep v4's rows (sql/released/v6.sql,
 061-failures-index.sql), on a history the other tests lack: code blocks (a chat message holding a
 fenced block, so that the block is also a 'code' chunk) and failures with their resolutions, in
 several sessions of two projects.

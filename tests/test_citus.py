@@ -230,7 +230,7 @@ def test_a_bound_role_sees_only_its_agent_on_the_workers(coord, cluster):
 
 
 # ---- import and chunking (recall.chunk_sessions from the coordinator: docs/SCALING.md), and
-# the recall functions of v6 (sql/idempotent/060-recall-v6.sql): a single node's rows
+# the recall functions of v6 (sql/released/v6.sql): a single node's rows
 
 CHAT = Path(__file__).parent / "fixtures" / "discord_payments.json"
 AS_OF = "2026-03-12 00:00:00+00"

@@ -1,4 +1,4 @@
-"""Recall v6 (sql/idempotent/060-recall-v6.sql): v5's rows (auto_context: v4's), with the search
+"""Recall v6 (sql/released/v6.sql): v5's rows (auto_context: v4's), with the search
 run as the schema owner after the function has checked, as the policies would, that the calling
 role may read the agent; the rows then read as the caller under row-level security.
 

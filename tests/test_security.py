@@ -36,7 +36,7 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
                     "auto_context_v4", "remember", "forget_memory", "pin_memory", "memories",
                     "hybrid_recall_v6", "session_recall_v6", "auto_context_v6"}
 # v6's search runs as the owner, after checking the caller as the policies would
-# (sql/idempotent/060-recall-v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
+# (sql/released/v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
 DEFINER = ["recall._check_reader_v6(text)",
            "recall._recall_arms_v6(text,text,vector,integer,text,jsonb[],text[],"
            "timestamp with time zone,timestamp with time zone,timestamp with time zone,text)"]

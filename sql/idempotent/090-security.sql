@@ -230,7 +230,7 @@ grant execute on all functions in schema recall to recall_agent, recall_admin;
 revoke execute on function recall.bind_agent(text, text), recall.unbind_agent(text),
   recall.restrict_statistics(boolean) from public, recall_agent, recall_admin;
 
--- v6's search runs as the owner (sql/idempotent/060-recall-v6.sql): its two SECURITY DEFINER
+-- v6's search runs as the owner (sql/released/v6.sql): its two SECURITY DEFINER
 -- functions are for the roles that call the recall functions, not for PUBLIC (a role outside
 -- both cannot reach schema recall anyway; this keeps it so if it is ever given USAGE)
 revoke execute on function recall._check_reader_v6(text),

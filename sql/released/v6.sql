@@ -1,6 +1,9 @@
--- 060-recall-v6
--- Release 6 (in development; sql/README.md says how it is released): hybrid_recall_v6,
--- session_recall_v6, auto_context_v6. v5's rows, fast under row-level security.
+-- sql/released/v6.sql: release 6: hybrid_recall_v6, session_recall_v6, auto_context_v6. v5's rows
+-- (auto_context: v4's), fast under row-level security, and runnable on a Citus cluster.
+-- Never edit: the file's SHA-256 is pinned in sql/frozen.txt and `make lint`
+-- (python -m pyrecall._sqlcheck) fails when it changes or when a function here reaches one that
+-- is neither in this file, an older release, shared.sql nor sql/released/shared.txt.
+-- sql/README.md says how a new version is released.
 --
 -- Why (issue 17, docs/BENCHMARKS.md section 4): in a row-secured query PostgreSQL uses a qual as
 -- an index condition only when every function in it is LEAKPROOF. The text arm's
