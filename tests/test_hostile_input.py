@@ -192,8 +192,8 @@ def test_bad_query_vectors_are_clear_errors(conn):
 
 
 def bad_vector(conn, fn, arg, name, vector, state, message):
-    if fn == "auto_context" and "dim" in name:   # checked by pgvector there, not by the function
-        state, message = "22000", "different vector dimensions"
+    # auto_context (v6) checks the dimension itself too, as hybrid_recall does (v4 left it to
+    # pgvector: 22000 "different vector dimensions")
     result = outcome(conn, f"select * from recall.{fn}(agent_id => 'A', {arg} => %s)", [vector])
     assert result[0] == "error" and result[1] == state and message in result[2], result
 

@@ -118,9 +118,9 @@ def test_the_switch_is_read_at_most_every_few_seconds(chat, db_url, monkeypatch)
 
 
 def test_agent_roles_log_their_own_agent_only(chat, db_url):
-    """An agent role: its rows are logged; a recall of another agent's id returns nothing
-    and its log row is refused by row-level security, which is a warning, not an error, and
-    leaves the caller's transaction usable."""
+    """An agent role: its rows are logged; a recall of another agent's id is refused
+    (42501, since v6; v5 returned nothing) and logs nothing; the agent sees only its own log
+    rows."""
     set_config(chat, "recall_log", "true")
     chat.execute("insert into recall.recall_log (agent_id, function, latency_ms, n_rows, query_text) "
                  "values ('other', 'hybrid_recall', 1, 0, 'private question')")
@@ -128,9 +128,10 @@ def test_agent_roles_log_their_own_agent_only(chat, db_url):
         r.conn.execute("set role recall_agent")
         r.conn.execute("select set_config('recall.agent_id', 'support', false)")
         assert len(r.recall("support", "refund webhook")) > 0
-        with r.conn.transaction():                        # as the MCP server calls: in a transaction
-            assert len(r.recall("other", "private")) == 0
-            assert r.conn.execute("select count(*) from recall.recall_log").fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with r.conn.transaction():                    # as the MCP server calls: in a transaction
+                r.recall("other", "private")
+        assert r.conn.execute("select count(*) from recall.recall_log").fetchone()[0] == 1
         assert r.conn.execute("select agent_id, query_text from recall.recall_log").fetchall() == [("support", None)]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             r.conn.execute("select * from recall.recall_stats")
