@@ -45,111 +45,19 @@ begin
 end
 $$;
 
--- The message triggers as they run on a cluster, where they fire on the shard (on the agent's
--- worker) and Citus plans every query in them. Kept apart from sql/idempotent/010-messages.sql
--- so that one node keeps its plans and ingest rate; keep them in step. A `pyrecall migrate`
--- of the cluster would put the single-node versions back: run this file again after it.
---
--- The row trigger: 010-messages' own, with the agent named in its subqueries (Citus routes a
--- FOR UPDATE, and a correlated subquery, only when each table is filtered by a value).
-create or replace function recall._message_before_insert()
-returns trigger
-language plpgsql volatile security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-  session_agent text;
-  last_seq      int;
-  duplicate     boolean;
-  n_found       bigint;
-  existing      recall.messages;
-begin
-  if new.role is null or new.role not in ('user', 'assistant', 'system', 'tool') then
-    raise exception 'unknown role %: expected one of user, assistant, system, tool',
-      coalesce(quote_literal(new.role), 'NULL') using errcode = '23514';
-  end if;
-  if new.kind is null or new.kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
-    raise exception 'unknown kind %: expected one of text, thinking, tool_call, tool_result',
-      coalesce(quote_literal(new.kind), 'NULL') using errcode = '23514';
-  end if;
-  if new.content is null or btrim(new.content, E' \t\r\n') = '' then
-    raise exception 'empty content: a message needs text (session %)', new.session_id
-      using errcode = '23514';
-  end if;
-  if new.importance is null or new.importance < 0 or new.importance > 1 or new.importance = 'NaN' then
-    raise exception 'importance must be between 0 and 1, got %', coalesce(new.importance::text, 'NULL')
-      using errcode = '23514';
-  end if;
-  if new.metadata is not null and jsonb_typeof(new.metadata) <> 'object' then
-    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(new.metadata)
-      using errcode = '23514';
-  end if;
-  new.metadata := coalesce(new.metadata, '{}');
-  -- without an id from the source, a message is identified by what it says and when
-  new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
-    concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
-
-  -- a message without its agent takes its session's (a session id is unique across agents on
-  -- one node; on a Citus cluster it is unique within its agent only, so the agent is needed
-  -- where two agents hold the id)
-  if new.agent_id is null then
-    select min(s.agent_id), count(*) into session_agent, n_found
-    from recall.sessions s where s.session_id = new.session_id;
-    if n_found > 1 then
-      raise exception 'session % is held by % agents: give the message its agent_id',
-        quote_literal(new.session_id), n_found using errcode = '23514';
-    end if;
-    new.agent_id := session_agent;
-  end if;
-  -- the session (locked: serialises seq numbering within it), its last seq, and whether this
-  -- message is already stored. RLS hides other agents' sessions, so a session of another
-  -- agent reads as missing: nothing about it leaks.
-  select s.agent_id,
-         (select max(m.seq) from recall.messages m
-          where m.agent_id = new.agent_id and m.session_id = new.session_id),
-         exists (select from recall.messages m
-                 where m.agent_id = new.agent_id and m.session_id = new.session_id
-                   and m.external_id = new.external_id)
-    into session_agent, last_seq, duplicate
-  from recall.sessions s
-  where s.agent_id = new.agent_id and s.session_id = new.session_id
-  for no key update of s;
-  if not found then
-    if exists (select from recall.sessions s where s.session_id = new.session_id) then
-      raise exception 'message agent_id % differs from the agent of session %',
-        quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
-    end if;
-    raise exception 'session % does not exist: insert it into recall.sessions first',
-      coalesce(quote_literal(new.session_id), 'NULL') using errcode = '23503';
-  end if;
-  if duplicate then
-    return null;                          -- already stored: a no-op, not an error
-  end if;
-
-  if new.seq is null then
-    new.seq := coalesce(last_seq, 0) + 1;
-  elsif new.seq <= last_seq then
-    -- an explicit seq that is taken: the same message again is a no-op, another is an error
-    select * into existing from recall.messages m
-    where m.agent_id = new.agent_id and m.session_id = new.session_id and m.seq = new.seq;
-    if found then
-      if existing.content = new.content and existing.role = new.role and existing.kind = new.kind then
-        return null;
-      end if;
-      raise exception 'seq % of session % already holds another message', new.seq,
-        quote_literal(new.session_id) using errcode = '23505';
-    end if;
-  end if;
-  return new;
-end
-$$;
+-- The message triggers on a cluster fire on the shard (on the agent's worker), where Citus
+-- plans every query in them. The row trigger of sql/idempotent/010-messages.sql runs there as
+-- it is: each of its subqueries names the agent (Citus routes a FOR UPDATE, and a correlated
+-- subquery, only when each table is filtered by a value).
 
 -- The chunking: not in the statement triggers on a cluster. There they would join their
 -- transition table with the distributed tables (refused by Citus), and running the chunker
 -- from inside a trigger on a shard needs a nested distributed execution that fans out to
 -- every worker (it crashed a worker here). recall.chunk_sessions, called by the importers on
 -- the coordinator after their insert (pyrecall/_ingest.py), chunks the sessions instead; a
--- client that inserts messages with plain SQL calls it too (docs/SCALING.md).
+-- client that inserts messages with plain SQL calls it too (docs/SCALING.md). A `pyrecall
+-- migrate` of the cluster would put the single-node statement triggers back: run this file
+-- again after it.
 create or replace function recall._messages_after_insert()
 returns trigger
 language plpgsql volatile security invoker

@@ -93,9 +93,9 @@ begin
   -- agent reads as missing: nothing about it leaks.
   select s.agent_id,
          (select max(m.seq) from recall.messages m
-          where m.agent_id = s.agent_id and m.session_id = s.session_id),
+          where m.agent_id = new.agent_id and m.session_id = new.session_id),
          exists (select from recall.messages m
-                 where m.agent_id = s.agent_id and m.session_id = s.session_id
+                 where m.agent_id = new.agent_id and m.session_id = new.session_id
                    and m.external_id = new.external_id)
     into session_agent, last_seq, duplicate
   from recall.sessions s
