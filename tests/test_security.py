@@ -223,8 +223,10 @@ def observe(conn, calls_) -> dict[str, tuple]:
             with conn.transaction():
                 rows = conn.execute(sql_, params).fetchall()
                 if key.startswith("recall.index_info("):
-                    # idx_scan counts every query that used the index, the prober's own included
-                    rows = [r[:8] + r[9:] for r in rows]
+                    # idx_scan counts every query that used the index, the prober's own included;
+                    # size and reltuples move too: the probes' rolled-back inserts grow the index,
+                    # and autovacuum/ANALYZE may re-estimate its rows between two looks
+                    rows = [r[:5] + r[9:] for r in rows]
                 if key.startswith("recall.storage_stats("):
                     # sizes on disk (the probes' rolled-back updates grow the heap too) and the
                     # planner's row estimate (pg_class.reltuples, readable by every role in the
