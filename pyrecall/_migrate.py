@@ -255,8 +255,13 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
                     [f.name, f.checksum, __version__])
             report.applied.append(f.name)
         with conn.transaction():
+            deferred = None
             if report.citus:
                 _sequential(conn)
+                # the rechunk a migration asked for (010-messages) runs after the cluster's
+                # definitions: with the one-node plan settings of the chunker Citus cannot plan it
+                deferred = conn.execute("delete from recall.config where key = 'rechunk_pending' "
+                                        "returning value::text").fetchone()
             for f in idempotent:
                 try:
                     _execute(conn, f, report.citus)
@@ -269,6 +274,10 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
                         conn.execute(stmt)
                     conn.execute("select recall._distribute_tables()")
                     conn.execute("select recall._distribute_code()")
+                    if deferred is not None:
+                        conn.execute("insert into recall.config (key, value) values "
+                                     "('rechunk_pending', %s::jsonb)", [deferred[0]])
+                        conn.execute("select recall._rechunk_pending()")
                 except psycopg.Error as exc:
                     raise MigrationError(f"sql/{CITUS_FILE}.sql failed and the function files were "
                                          f"rolled back: {_failed(exc)}") from exc

@@ -464,8 +464,10 @@ def _fingerprint(conn) -> dict:
 
 
 # The files an upgrade brings, for the test: a run-once migration that adds a column to a
-# distributed table (and fills it: DDL and data in one transaction) and a new table of agent
-# rows, and a new function file whose function takes agent_id first (as a new release's do).
+# distributed table (and fills it: DDL and data in one transaction), a new table of agent rows,
+# and asks for a rechunk of one agent's sessions (whose chunks it deletes); a new function file
+# with a function that takes agent_id first (as a new release's do) and a new statement trigger
+# (which would fail on a shard: it joins its transition table with a distributed table).
 UPGRADE_MIGRATION = """\
 -- 900-zz-upgrade-probe (tests/test_citus.py: an upgrade of a distributed cluster)
 alter table recall.chunks add column zz_probe int not null default 0;
@@ -475,6 +477,9 @@ create table recall.zz_probe_notes
 , note     text not null
 , primary key (agent_id, note)
 );
+update recall.sessions set metadata = metadata || '{{"zz_probe": "rechunk"}}' where agent_id = '{rechunked}';
+delete from recall.chunks where agent_id = '{rechunked}' and kind <> 'memory';
+insert into recall.config (key, value) values ('rechunk_pending', '{{"zz_probe": "rechunk"}}');
 """
 UPGRADE_FUNCTIONS = """\
 -- 070-zz-upgrade-probe (tests/test_citus.py)
@@ -490,6 +495,22 @@ begin
 end
 $$;
 comment on function recall.zz_probe(text) is 'tests/test_citus.py: a function an upgrade adds';
+
+create or replace function recall._zz_messages_after_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  perform count(*) from new_rows n join recall.sessions s
+    on s.agent_id = n.agent_id and s.session_id = n.session_id;
+  return null;
+end
+$$;
+drop trigger if exists zz_messages_after_insert on recall.messages;
+create trigger zz_messages_after_insert after insert on recall.messages
+  referencing new table as new_rows
+  for each statement execute function recall._zz_messages_after_insert();
 """
 
 
@@ -539,9 +560,12 @@ def test_migrate_upgrades_a_distributed_cluster(coord, cluster, tmp_path, monkey
     _, nodes = cluster
     tag = uuid.uuid4().hex[:6]
     agents = [a for v in agents_on_each_worker(coord, nodes, f"up{tag}").values() for a in v]
-    for agent in agents:
+    rechunked = f"up{tag}-rechunked"
+    for agent in agents + [rechunked]:
         _import(coord, agent, "before")
         coord.execute("select recall.remember(%s, %s)", [agent, f"kept memory of {agent}"])
+    chunks_before = [c[:6] for c in _chunks(coord, rechunked)]
+    assert chunks_before
     recalled = {a: [coord.execute(q, [a, AS_OF]).fetchall() for q in STABLE] for a in agents}
     assert all(all(rows) for rows in recalled.values())
 
@@ -555,13 +579,18 @@ def test_migrate_upgrades_a_distributed_cluster(coord, cluster, tmp_path, monkey
     # 2. a newer release: its sql/ with a new migration and a new function file
     sql = tmp_path / "sql"
     shutil.copytree(_migrate.sql_dir(), sql)
-    (sql / "incremental" / "900-zz-upgrade-probe.sql").write_text(UPGRADE_MIGRATION)
+    (sql / "incremental" / "900-zz-upgrade-probe.sql").write_text(UPGRADE_MIGRATION.format(rechunked=rechunked))
     (sql / "idempotent" / "070-zz-upgrade-probe.sql").write_text(UPGRADE_FUNCTIONS)
     monkeypatch.setattr(_migrate, "sql_dir", lambda: sql)
     report = _migrate.migrate(coord)
     assert report.applied == ["900-zz-upgrade-probe"] and report.citus
     upgraded = _fingerprint(coord)
     assert upgraded["functions_on_workers"] == [upgraded["functions"]] * 2   # every node the same code
+    # the rechunk the migration asked for ran (after the cluster's definitions)
+    assert [c[:6] for c in _chunks(coord, rechunked)] == chunks_before
+    assert coord.execute("select count(*) from recall.config where key = 'rechunk_pending'").fetchone()[0] == 0
+    # the new statement trigger does nothing on the cluster (below: an import works)
+    assert "zz_messages_after_insert" in " ".join(upgraded["triggers"])
 
     # the column is on the shards, filled there; the new table is distributed with the others
     colocation = dict(coord.execute(
@@ -608,3 +637,22 @@ def test_migrate_upgrades_a_distributed_cluster(coord, cluster, tmp_path, monkey
     report = _migrate.migrate(coord)
     assert report.applied == [] and report.citus
     assert _fingerprint(coord) == again
+
+    # 4. a migration that fails on the cluster: rolled back whole, one line naming it
+    (sql / "incremental" / "901-zz-broken.sql").write_text(
+        "alter table recall.chunks add column zz_broken int;\nselect 1 / 0;\n")
+    with pytest.raises(_migrate.MigrationError, match=r"^migration 901-zz-broken failed and was rolled "
+                       r"back: division by zero \(line 2\)$"):
+        _migrate.migrate(coord)
+    assert _fingerprint(coord) == again
+    assert coord.execute("select result from run_command_on_workers($$select count(*) from pg_attribute "
+                         "where attrelid = 'recall.chunks'::regclass and attname = 'zz_broken'$$)").fetchall() \
+        == [("0",), ("0",)]
+
+    # on a worker: refused, naming the coordinator
+    worker = psycopg.conninfo.make_conninfo(cluster[0], port=nodes["worker1"].port)
+    result = CliRunner().invoke(main, ["migrate", "--dsn", worker])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: this server is a worker of a Citus cluster: run pyrecall migrate on the coordinator "
+        "(it reaches every node)"]

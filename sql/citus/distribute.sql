@@ -271,6 +271,30 @@ begin
     end if;
   end loop;
 
+  -- the statement triggers of the distributed tables do nothing on a cluster (the chunking's
+  -- are redefined above; a new one, of a later release, too): a statement trigger fires on
+  -- the shard, where joining its transition table with a distributed table is refused and
+  -- calling the chunker needs a nested distributed execution. Their work is done from the
+  -- coordinator (recall.chunk_sessions). A function that a row trigger uses too stops here.
+  for f in select t.tgfoid::regprocedure as sig, bool_or(t.tgtype & 1 = 1) as also_row
+           from pg_trigger t
+           where t.tgrelid = any (recall._distributed_tables()) and not t.tgisinternal
+             and t.tgfoid in (select t2.tgfoid from pg_trigger t2
+                              where t2.tgrelid = t.tgrelid and not t2.tgisinternal and t2.tgtype & 1 = 0)
+           group by t.tgfoid
+  loop
+    if f.also_row then
+      raise exception 'trigger function % runs for rows and for statements: give each its own', f.sig
+        using errcode = '0A000';
+    end if;
+    if (select prosrc from pg_proc where oid = f.sig::oid) !~ 'on a Citus cluster: recall\.chunk_sessions' then
+      raise notice 'statement trigger function % does nothing on a Citus cluster', f.sig;
+      execute format('create or replace function %s returns trigger language plpgsql volatile '
+                     'security invoker set search_path to pg_catalog, pg_temp as %L', f.sig,
+                     E'\nbegin\n  return null;   -- on a Citus cluster: recall.chunk_sessions\nend\n');
+    end if;
+  end loop;
+
   -- the row-level security reads the bound agent from recall.agent_bindings, a reference
   -- table: on a worker, inside a query on a shard, Citus refuses that read as a nested
   -- distributed query unless allowed. Allowed for this one function (a read of the node's own
