@@ -7,9 +7,12 @@ takes a minute or more, later runs reuse the cached build."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import subprocess
+import tarfile
 import tempfile
 import threading
 import uuid
@@ -28,18 +31,51 @@ FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
 
 
 DATA_DIR: dict[str, Path] = {}
+ROOT = Path(__file__).resolve().parent.parent
+# how the cluster was made: distributed by the last release, then upgraded by HEAD's migrate
+UPGRADE: dict[str, object] = {}
+
+
+def last_release_sql(dest: Path) -> tuple[str, Path] | None:
+    """(commit, its sql/) of the last release: the last commit that changed sql/frozen.txt.
+    None without git or the repository's history (a shallow clone, an unpacked wheel)."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", "sql/frozen.txt"],
+                             capture_output=True, check=True, text=True).stdout.strip()
+        if not rev:
+            return None
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sql"], capture_output=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(dest, filter="data")
+    return rev, dest / "sql"
 
 
 @pytest.fixture(scope="session")
 def cluster():
-    """(coordinator URL, {node name: Node}) of a cluster of this test session."""
+    """(coordinator URL, {node name: Node}) of a cluster of this test session: migrated and
+    distributed by the sql/ of the last release, then upgraded by this checkout's
+    `pyrecall migrate` on the coordinator, as a DBA upgrades (HEAD's directly without git)."""
+    from pyrecall import _migrate
+
     reason = _citus.unavailable_reason()
     if reason:
         pytest.skip(f"no Citus cluster: {reason}")
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-citus-"))
     os.chmod(tmp, 0o755)
     try:
-        url = _citus.up(tmp, base_port=0, settings=FAST)
+        release = last_release_sql(tmp / "release")
+        if release is None:
+            url = _citus.up(tmp, base_port=0, settings=FAST)
+        else:
+            rev, old = release
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(_migrate, "sql_dir", lambda: old)
+                url = _citus.up(tmp, base_port=0, settings=FAST)
+            with psycopg.connect(url, autocommit=True) as c:
+                UPGRADE.update(rev=rev, old=old, report=_migrate.migrate(c))
         DATA_DIR["cluster"] = tmp
         yield url, {n.name: n for n in _citus.nodes(_citus.cluster_dir(tmp))}
     finally:
@@ -100,6 +136,32 @@ def test_tables_distributed_by_agent_and_co_located(coord):
         "select result from run_command_on_workers($$select current_setting('citus.enable_unsafe_triggers') "
         "|| ',' || current_setting('citus.propagate_set_commands')$$)").fetchall()
     assert [r[0] for r in on_workers] == ["on,local", "on,local"]
+
+
+CLUSTER_ONLY = {"chunk_sessions", "_distributed_tables", "_distribute_tables", "_distribute_code"}
+
+
+def test_the_last_release_distributed_is_upgraded_by_migrate(coord, cluster, conn):
+    """The cluster of this file was distributed by the last release's sql/ and upgraded by this
+    checkout's migrate: every migration since applied, the functions of a single node of this
+    checkout on every node (plus the cluster's own), the same definitions everywhere."""
+    from pyrecall import _migrate
+
+    if not UPGRADE:
+        pytest.skip("needs git and the repository's history (the last release's sql/)")
+    report, old = UPGRADE["report"], UPGRADE["old"]
+    assert report.citus
+    assert report.applied == [f.name for f in _migrate.sql_files("incremental")
+                              if not (old / "incremental" / f"{f.name}.sql").exists()]
+    signatures = ("select p.oid::regprocedure::text from pg_proc p "
+                  "where p.pronamespace = 'recall'::regnamespace order by 1")
+    on_cluster = {r[0] for r in coord.execute(signatures)}
+    single = {r[0] for r in conn.execute(signatures)}
+    assert {f for f in on_cluster - single if f.split("(")[0][len("recall."):] not in CLUSTER_ONLY
+            and f != "recall.distribute(integer)"} == set()
+    assert single - on_cluster == set()
+    fp = _fingerprint(coord)
+    assert fp["functions_on_workers"] == [fp["functions"]] * 2
 
 
 def test_citus_up_again_finds_the_running_cluster(cluster, coord):
