@@ -388,6 +388,27 @@ def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, n
         assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single, name
 
 
+# released versions called by name: v1-v3 run on a cluster with the plan settings
+# recall._distribute_code gives them; v4, v5 and auto_context v1-v4 do not (docs/SCALING.md)
+RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
+            for fn in ("hybrid_recall", "session_recall") for v in (1, 2, 3)}
+
+
+@pytest.mark.parametrize("name", list(RELEASED))
+def test_released_versions_by_name_give_the_rows_of_a_single_node(coord, cluster, conn, name):
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"rel{tag}").values() for a in v]
+    first = 3 * 10**9 + int(tag, 16) % 10**6 * 100
+    _same_data(coord, agents, first)
+    _same_data(conn, agents, first)
+    query = FakeEmbedder().vector("refund webhook fails")
+    for agent in agents:
+        single = conn.execute(RELEASED[name], [agent, query, AS_OF]).fetchall()
+        assert single, name
+        assert coord.execute(RELEASED[name], [agent, query, AS_OF]).fetchall() == single, name
+
+
 def test_v6_recall_of_a_bound_role_on_the_cluster(coord, cluster):
     """A role bound to its agent: v6's search as the owner after its check, on the agent's
     worker; its agent's rows, 42501 for the other agent (on the other worker)."""
