@@ -459,6 +459,15 @@ def test_a_worker_down_fails_its_agents_in_one_line_and_serves_the_others(coord,
         assert "\n" not in error and f"127.0.0.1:{down.port}" in error, result.output
         ok = CliRunner().invoke(main, ["memories", "--agent", served, "--dsn", cluster[0]])
         assert ok.exit_code == 0 and f"memory of {served}" in ok.output, ok.output
+        # an upgrade needs every node: migrate fails in one line naming the node, nothing changed
+        before = coord.execute("select count(*) from pg_dist_object").fetchone()[0]
+        result = CliRunner().invoke(main, ["migrate", "--dsn", cluster[0]])
+        assert result.exit_code == 1
+        error = result.output.strip()
+        assert error == (f"Error: migrate could not begin, nothing was changed: connection to the remote "
+                         f"node postgres@127.0.0.1:{down.port} failed with the following error: "
+                         "Connection refused"), result.output
+        assert coord.execute("select count(*) from pg_dist_object").fetchone()[0] == before
     finally:
         _citus.start_node(down)
 
