@@ -164,6 +164,34 @@ def test_the_last_release_distributed_is_upgraded_by_migrate(coord, cluster, con
     assert fp["functions_on_workers"] == [fp["functions"]] * 2
 
 
+def _comparable(fp: dict) -> dict:
+    """A fingerprint without the numbers Citus gives per database (co-location ids)."""
+    out = dict(fp)
+    out["tables"] = [t.rsplit(":", 1)[0] for t in fp["tables"]]
+    out["delegated"] = [d.rsplit(":", 1)[0] for d in fp["delegated"]]
+    return out
+
+
+def test_a_fresh_distribution_is_the_upgraded_cluster(coord, cluster):
+    """`make citus-up` of this checkout on a new database of the same cluster (migrate, then
+    distribute.sql) gives what the upgrade of the last release gave: the same functions on
+    every node, distribution, triggers, policies, constraints and settings; a migrate of it
+    then changes nothing."""
+    from pyrecall import _migrate
+
+    url = _citus.up(DATA_DIR["cluster"], settings=FAST, database="pyrecall_fresh")
+    assert url.endswith("/pyrecall_fresh")
+    with psycopg.connect(url, autocommit=True) as fresh:
+        distributed = _fingerprint(fresh)
+        assert len(distributed["tables"]) >= 7 and len(distributed["triggers"]) >= 7
+        assert len({t.rsplit(":", 1)[1] for t in distributed["tables"] if ":h:" in t}) == 1   # co-located
+        assert sum(d.split(":")[-2] == "0" for d in distributed["delegated"]) >= 20   # by agent_id
+        assert _comparable(distributed) == _comparable(_fingerprint(coord))
+        report = _migrate.migrate(fresh)
+        assert report.applied == [] and report.citus
+        assert _fingerprint(fresh) == distributed
+
+
 def test_citus_up_again_finds_the_running_cluster(cluster, coord):
     """A second `make citus-up`: the same URL; migrate finds nothing new and re-distributes
     (nothing distributed twice)."""
