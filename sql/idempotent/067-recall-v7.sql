@@ -31,7 +31,9 @@ begin
               then '[' || to_char((array_agg(m.created_at order by m.seq))[1] at time zone 'UTC',
                                   'FMDD FMMonth YYYY') || E']\n'
               else '' end
-         || string_agg(recall._speaker(m.role, m.metadata) || ': ' || m.content, E'\n\n' order by m.seq)
+         || string_agg(coalesce(nullif(btrim(m.metadata->>'speaker'), ''),
+                                nullif(btrim(m.metadata->>'author'), ''), initcap(m.role))
+                       || ': ' || m.content, E'\n\n' order by m.seq)
   from recall.messages m
   where m.agent_id = p_agent_id and m.message_id = any (p_message_ids)
   );
@@ -54,6 +56,8 @@ declare
   v_lexemes text[];               -- the query's words and their idf (v6's text plan)
   v_idfs float8[];
   any_word tsquery;
+  total_idf float8;
+  word_re text;
   u record;
   best record;
   rk int := 0;
@@ -78,6 +82,19 @@ begin
   if p_weight > 0 and p_query_text is not null then
     select x.lexemes, x.idfs, x.rank_q into v_lexemes, v_idfs, any_word
     from recall._text_plan_v6(p_agent_id, p_query_text) x;
+    total_idf := (select nullif(sum(x), 0) from unnest(v_idfs) as x);
+    -- a turn's text is parsed (to_tsvector, the costly part: ~60 us a turn) only when it
+    -- matches this, case aside: a word starting with one of the query's words without its last
+    -- two letters (at least two kept), which every word the english stemmer makes that word of
+    -- starts with, its changes being to the last two letters ('happy' -> happi, 'skies' ->
+    -- sky, 'hoping' -> hope, 'mobility' -> mobil), but for its exceptions 'dying', 'lying',
+    -- 'tying' (-> die, lie, tie); a word that starts with a sign (a number, a path) anywhere
+    select '(' || string_agg(case when x.pf ~ '^[[:alnum:]_]' then '(^|[^[:alnum:]_])' else '' end
+                             || regexp_replace(x.pf, '([^[:alnum:]_])', '\\\1', 'g'), '|') || ')'
+      into word_re
+    from (select distinct case when l in ('die', 'lie', 'tie') then left(l, 1)
+                               else left(l, greatest(char_length(l) - 2, 2)) end as pf
+          from unnest(v_lexemes) as l) x;
   end if;
   for u in
     with
@@ -97,44 +114,57 @@ begin
       join recall.chunks ch on ch.chunk_id = x.id
       where ch.agent_id = p_agent_id
     ),
-    -- every turn of a chat chunk once, with the best chunk that holds it; its tokens by the
-    -- model (else estimated from the same text, four characters a token); its own words only
-    -- when its chunk holds one of the query's
-    turns as (
-      select distinct on (m.message_id) m.message_id, m.session_id, m.seq,
-             coalesce(m.n_tokens,
-                      greatest(1, ceil(char_length(recall._speaker(m.role, m.metadata) || ': '
-                                                   || m.content || E'\n\n') / 4.0))::int) as tok,
+    -- every turn of a chat chunk once, with the best chunk that holds it
+    best_chunk as (
+      select distinct on (mid.id) mid.id as message_id, p.chunk_id, p.ord, p.score,
+             p.kind = 'window' as dated, p.has_words
+      from pool p
+      cross join unnest(p.message_ids) as mid(id)
+      where p.chat
+      order by mid.id, p.ord
+    ),
+    -- its tokens by the model (else estimated from the same text, four characters a token);
+    -- its own words ("Speaker text": the speaker as recall._speaker names it, written out):
+    -- those of its text parsed only when its chunk holds one of the query's and its text one
+    -- of the prefixes, those of its speaker once per speaker (a word of the query is in
+    -- "Speaker text" when it is in the one or the other)
+    turns as materialized (
+      select b.*, m.session_id, m.seq,
+             coalesce(m.n_tokens, greatest(1, ceil(char_length(sp.who || ': ' || m.content || E'\n\n') / 4.0))::int) as tok,
              coalesce(m.date_tokens::int,
                       greatest(1, ceil(char_length('[' || to_char(m.created_at at time zone 'UTC',
                                                                   'FMDD FMMonth YYYY') || E']\n') / 4.0))::int) as dtok,
-             p.chunk_id, p.ord, p.score, p.kind = 'window' as dated,
-             case when p.has_words
-                  then to_tsvector('english', recall._speaker(m.role, m.metadata) || ' ' || m.content) end as tsv
-      from pool p
-      cross join unnest(p.message_ids) as mid(id)
-      join recall.messages m on m.agent_id = p_agent_id and m.message_id = mid.id
-      where p.chat and m.kind = 'text'
-      order by m.message_id, p.ord
+             sp.who,
+             case when b.has_words
+                       and m.content ~* word_re
+                  then to_tsvector('english', m.content) end as tsv
+      from best_chunk b
+      join recall.messages m on m.agent_id = p_agent_id and m.message_id = b.message_id
+      cross join lateral (select coalesce(nullif(btrim(m.metadata->>'speaker'), ''),
+                                          nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) as who) sp
+      where m.kind = 'text'
+    ),
+    speakers as materialized (
+      select x.who, to_tsvector('english', x.who) as tsv
+      from (select distinct t.who from turns t where t.has_words) x
     ),
     -- the units: turns, valued by their chunk's score plus p_weight x the share of the query's
-    -- idf their own words hold; other chunks (code, memories, parts of long windows) whole,
-    -- valued alike by their own words
+    -- idf that their own words hold; other chunks (code, memories, parts of long windows)
+    -- whole, valued alike by their own words
     units as (
       select t.message_id, t.session_id, t.seq, t.tok, t.dtok, t.dated, t.chunk_id, t.ord,
              null::text as kind, t.tok as cost, null::bigint[] as chunk_message_ids,
-             t.score + case when t.tsv is null then 0
-                            else p_weight * (select coalesce(sum(w.idf) filter (where t.tsv @@ w.q)
-                                                             / nullif(sum(w.idf), 0), 0)
-                                             from words w) end as value
+             t.score + coalesce(p_weight * ((select sum(w.idf) from words w
+                                             where t.tsv @@ w.q or sp.tsv @@ w.q) / total_idf), 0) as value
       from turns t
+      left join speakers sp on sp.who = t.who and t.has_words
       union all
       select null, p.session_id, null, null, null, null, p.chunk_id, p.ord, p.kind, p.n_tokens,
              p.message_ids,
-             p.score + case when not p.has_words then 0
-                            else p_weight * (select coalesce(sum(w.idf) filter (where p.tsv @@ w.q)
-                                                             / nullif(sum(w.idf), 0), 0)
-                                             from words w) end
+             p.score + case when p.has_words
+                            then coalesce(p_weight * ((select sum(w.idf) from words w where p.tsv @@ w.q)
+                                                      / total_idf), 0)
+                            else 0 end
       from pool p
       where not p.chat
     )
@@ -197,7 +227,9 @@ begin
     if best.message_id is not null then
       select * into t
       from recall._trim_v6(p_agent_id,
-                           (select recall._speaker(m.role, m.metadata) || ': ' || m.content
+                           (select coalesce(nullif(btrim(m.metadata->>'speaker'), ''),
+                                            nullif(btrim(m.metadata->>'author'), ''), initcap(m.role))
+                                   || ': ' || m.content
                             from recall.messages m
                             where m.agent_id = p_agent_id and m.message_id = best.message_id),
                            best.tok, array[best.message_id], p_budget);
