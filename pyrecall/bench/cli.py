@@ -116,8 +116,7 @@ def bench():
               help="The methods to ask, comma-separated: dense, text, hybrid_recall, "
                    "session_recall (the stable names), or a version: hybrid_recall_v4, "
                    "hybrid_recall_v5, hybrid_recall_v6, hybrid_recall_v7 (the budget filled turn "
-                   "by turn), session_recall_v4, session_recall_v5, session_recall_v6, or the "
-                   "development hybrid_recall_turns.")
+                   "by turn), session_recall_v4, session_recall_v5, session_recall_v6.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "

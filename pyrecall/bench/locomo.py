@@ -259,14 +259,12 @@ DEFAULT_METHODS = (
 # the stable names, and the versions in development beside them (V5_METHODS)
 FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
              "hybrid_recall_v5", "session_recall_v5", "hybrid_recall_v6", "session_recall_v6",
-             "hybrid_recall_v7", "hybrid_recall_turns"}
+             "hybrid_recall_v7"}
 # every method `bench locomo --methods` can name: the defaults, and each version by its name
 METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
     for fn in ("hybrid_recall", "session_recall") for v in ("v4", "v5", "v6")} | {
-    "hybrid_recall_v7": Method("hybrid_recall_v7", function="hybrid_recall_v7"),
-    # the development turn-by-turn fill (sql/idempotent/065-recall-turns.sql)
-    "hybrid_recall_turns": Method("hybrid_recall_turns", function="hybrid_recall_turns")}
+    "hybrid_recall_v7": Method("hybrid_recall_v7", function="hybrid_recall_v7")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:

@@ -146,7 +146,12 @@ begin
     raise exception 'session_id, agent_id, seq and external_id of a message cannot change'
       using errcode = '23514';
   end if;
-  perform recall._check_message(new);
+  -- (checked only when a checked column changes: an update of the token counts alone, the
+  -- embed worker's, passes on a Citus shard too, where NEW is of the shard's row type)
+  if (new.role, new.kind, new.content, new.importance, new.metadata)
+     is distinct from (old.role, old.kind, old.content, old.importance, old.metadata) then
+    perform recall._check_message(new);
+  end if;
   if (new.content, new.role, new.metadata, new.created_at)
      is distinct from (old.content, old.role, old.metadata, old.created_at)
      and (new.n_tokens, new.date_tokens) is not distinct from (old.n_tokens, old.date_tokens) then

@@ -1,20 +1,45 @@
--- 067-recall-v7: release 7 in development (sql/README.md): hybrid_recall_v7 = hybrid_recall_v6
--- whose token budget is filled turn by turn (issue 19), each turn paid what the embedding model
--- counts (recall.messages.n_tokens, sql/incremental/011-message-tokens.sql).
+-- sql/released/v7.sql: release 7: hybrid_recall_v7. v6's ranking (and security model, and
+-- Citus compatibility); with a token_budget, the context filled turn by turn, each turn paid
+-- what the embedding model counts. Never edit: the file's SHA-256 is pinned in
+-- sql/frozen.txt and `make lint` (python -m pyrecall._sqlcheck) fails when it changes or when a
+-- function here reaches one that is neither in this file, an older release, shared.sql nor
+-- sql/released/shared.txt. sql/README.md says how a new version is released.
+-- session_recall and auto_context have no v7: the stable names call session_recall_v6 and
+-- auto_context_v6. session_recall orders its rows session by session, which a fill valued by
+-- each turn's own score would undo: a turn fill for it needs its own design and measurement;
+-- auto_context fills its budget section by section with rules of its own.
 --
--- Why: a chat window holds 4 turns; the question's evidence is usually one of them. v6 (v5's
--- fill) pays for the whole window, so at 250 tokens the context holds one or two windows.
--- Ranking by windows is good (a window's context helps both arms), so the turns keep their
--- window's score, and a turn that itself holds the query's rarer words moves up: a context of
--- the best turns of several windows, each paid once, adjacent turns of a session read as one
--- passage. Measured as recall.hybrid_recall_turns (065-recall-turns.sql, whose passages were
--- paid by an estimate) in docs/BENCHMARKS.md section 1 and bench/LOG.md.
+-- Why (issue 19, docs/BENCHMARKS.md section 1): a chat window holds 4 turns; the question's
+-- evidence is usually one of them. v6 (v5's fill) pays for the whole window, so at 250 tokens
+-- the context holds one or two windows. Ranking by windows is good (a window's context helps
+-- both arms), so the turns keep their window's score, and a turn that itself holds the
+-- query's rarer words moves up: a context of the best turns of several windows, each paid
+-- once, adjacent turns of a session read as one passage. Developed as
+-- recall.hybrid_recall_turns (bench/LOG.md "ranking ideas"), whose passages were paid an
+-- estimate (characters x the ranked chunks' tokens per character): by the model's count 41%
+-- of its contexts exceeded the budget. v7 pays each turn recall.messages.n_tokens and a
+-- passage's date line its first turn's date_tokens (sql/incremental/011-message-tokens.sql:
+-- the model's counts of exactly the text a passage holds, recorded by the embed worker;
+-- estimated, four characters a token, until then), so the rows' n_tokens add up to what the
+-- model counts of their text (a word-piece model; a BPE model's blank lines are paid by the
+-- turn before them): none of the dev split's contexts exceeds its budget.
 --
--- Security and Citus as v6 (sql/released/v6.sql's header): the ranking is v6's
--- (recall._hybrid_recall_v6: the search as the owner after recall._check_reader_v6, the rows
--- read as the caller); the fill runs as the caller, under row-level security, reading chunks
--- and messages by primary key with the agent named (PL/pgSQL: Citus plans it on the agent's
--- worker).
+-- What changes from v6, with token_budget only (without it the rows are v6's, the same
+-- function returns them): the fill (recall._fill_v7, hybrid_recall_v7's COMMENT gives the
+-- contract) and the passages' text (recall._passage_text_v7: the date line is the first
+-- turn's). The ranking, its arguments and their checks are v6's: recall._hybrid_recall_v6.
+-- turn_text_weight is new (0.2, the best of 0 / 0.1 / 0.2 / 0.3 / 0.5 on the dev split).
+--
+-- Security and Citus as v6 (sql/released/v6.sql's header): the search runs as the owner in
+-- recall._recall_arms_v6 after recall._check_reader_v6 (42501 for an agent the caller may not
+-- read); the fill runs as the caller, under row-level security, reading chunks and messages by
+-- primary key (`= any` / `=` of int8: leakproof, the index serves) with the agent named in
+-- every table reference, in PL/pgSQL (Citus plans it on the agent's worker). The text plan
+-- the fill values turns with (recall._text_plan_v6) is read as the caller too.
+--
+-- Cost (docs/BENCHMARKS.md section 1): the turns' own words are the costly part; a turn's
+-- text is parsed only when a prefix test says it may hold a query word, the speaker's words
+-- once per speaker.
 
 -- _passage_text_v7: a passage of turns (message ids of one session): "Speaker: text" joined by
 -- blank lines in seq order, headed by the date line of its first turn when p_dated; the text
