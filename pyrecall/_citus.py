@@ -19,7 +19,8 @@
    development and tests: nothing but this machine can connect), ``shared_preload_libraries =
    citus``; the database ``pyrecall`` with ``citus`` and ``vector`` on every node.
 3. The workers added to the coordinator, ``pyrecall migrate`` and ``recall.distribute()``
-   (sql/citus/distribute.sql) on the coordinator.
+   (sql/citus/distribute.sql) on the coordinator; on a cluster already distributed (a second
+   call, newer pyrecall) ``pyrecall migrate`` alone, which upgrades it and re-distributes.
 
 The cluster's data and its ports are in ``<data_dir>/citus`` (``cluster.json``).
 """
@@ -392,16 +393,14 @@ def up(data_dir: Path | None = None, *, base_port: int | None = None,
         for w in workers:
             if w.port not in known:
                 conn.execute("select citus_add_node('127.0.0.1', %s)", [w.port])
-        distributed = conn.execute(
-            "select to_regclass('recall.chunks') is not null and exists (select from pg_dist_partition "
-            "where logicalrelid = to_regclass('recall.chunks'))").fetchone()[0]
-        if migrate and distributed:
-            # a second `make citus-up`: the schema is there and distributed; the idempotent files
-            # cannot be applied again through Citus (docs/SCALING.md)
-            say("the schema is already distributed: not migrated again")
-        elif migrate:
-            _migrate.migrate(conn)
-        if distribute:
+        distributed = _migrate.citus_distributed(conn) == "coordinator"
+        if migrate:
+            # on a distributed schema (a second `make citus-up`, an upgrade) this re-distributes
+            # too: sql/citus/distribute.sql runs in migrate's transaction (pyrecall/_migrate.py)
+            report = _migrate.migrate(conn)
+            say(f"migrated: {', '.join(report.applied) or 'nothing new'}"
+                + ("; the schema was distributed already: re-distributed" if report.citus else ""))
+        if distribute and not distributed:
             # the procedure, then its call on its own (a CALL in a multi-statement string runs
             # in a transaction block, where the procedure cannot COMMIT between its steps)
             text = distribute_sql()

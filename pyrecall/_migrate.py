@@ -10,6 +10,14 @@
   ``RELEASED_BEFORE`` (the helpers they call) and before the others (the stable names, grants).
 - Everything runs under one advisory lock, so two migrators at once are safe: the second waits
   and then finds nothing to do.
+- On the coordinator of a Citus cluster whose schema is distributed (sql/citus/distribute.sql),
+  the same files run statement by statement (Citus sends a DDL command on a distributed table
+  to the workers with the whole query string: a file of several statements fails there) in
+  Citus' sequential mode (DDL on shards, then functions, in one transaction), and
+  ``sql/citus/distribute.sql`` follows the function files in their transaction: its
+  definitions, then ``recall._distribute_tables()`` and ``recall._distribute_code()`` (a new
+  table distributed by agent_id, new functions delegated, the cluster's triggers, policies and
+  function settings put back). On a worker, migrate is refused: it names the coordinator.
 - The embedding dimension is chosen at first install (``dim``, default 384) and recorded in
   ``recall.config``; asking for another later is refused.
 """
@@ -48,6 +56,7 @@ class MigrationReport:
     functions: list[str] = field(default_factory=list)
     dim: int | None = None
     dry_run: bool = False
+    citus: bool = False  # the coordinator of a distributed schema: re-distributed too
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,49 @@ def sql_files(kind: str) -> list[SqlFile]:
     return before + sql_files("released") + [f for f in files if f.name >= RELEASED_BEFORE]
 
 
+CITUS_FILE = "citus/distribute"
+
+
+def citus_statements() -> list[str]:
+    """The statements of sql/citus/distribute.sql but its CALL: the definitions."""
+    from ._sqlcheck import split  # (sqlglot; _sqlcheck imports this module)
+
+    text = (sql_dir() / "citus" / "distribute.sql").read_text()
+    return [s.text for s in split(text) if not s.text.lstrip().lower().startswith("call ")]
+
+
+def citus_distributed(conn: psycopg.Connection) -> str | None:
+    """``coordinator`` or ``worker`` when this server is a node of a Citus cluster over which the
+    recall schema is distributed; None otherwise (one node, or not distributed yet)."""
+    if not conn.execute("select exists (select from pg_extension where extname = 'citus')").fetchone()[0]:
+        return None
+    if not conn.execute("select exists (select from pg_dist_partition "
+                        "where logicalrelid = to_regclass('recall.sessions'))").fetchone()[0]:
+        return None
+    return "coordinator" if conn.execute("select citus_is_coordinator()").fetchone()[0] else "worker"
+
+
+def _execute(conn: psycopg.Connection, f: SqlFile, cluster: bool) -> None:
+    """Run a file: whole on one node, statement by statement on a cluster. Raises psycopg's
+    error, with the line of the statement on a cluster."""
+    if not cluster:
+        conn.execute(f.text)
+        return
+    from ._sqlcheck import split
+
+    for stmt in split(f.text):
+        try:
+            conn.execute(stmt.text)
+        except psycopg.Error as exc:
+            exc.add_note(f"line {stmt.line}")
+            raise
+
+
+def _failed(exc: psycopg.Error) -> str:
+    notes = getattr(exc, "__notes__", None)
+    return str(exc).strip() + (f" ({notes[-1]})" if notes else "")
+
+
 def _bootstrap(conn: psycopg.Connection) -> None:
     conn.execute("create extension if not exists vector")
     available = conn.execute(
@@ -132,6 +184,12 @@ def _check_unchanged(files: list[SqlFile], recorded: dict[str, tuple[str, object
                 "released migrations never change: restore the file and put the change in a new one")
 
 
+def _sequential(conn: psycopg.Connection) -> None:
+    """Citus: one connection per node for the rest of the transaction, so that functions can be
+    created and distributed after DDL on the shards (in parallel mode Citus refuses it)."""
+    conn.execute("set local citus.multi_shard_modify_mode = 'sequential'")
+
+
 def status(conn: psycopg.Connection) -> list[MigrationState]:
     """Each incremental migration: applied, pending, or changed since it was applied."""
     recorded = _recorded(conn)
@@ -160,6 +218,12 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
     incremental, idempotent = sql_files("incremental"), sql_files("idempotent")
     conn.execute("select pg_advisory_lock(%s)", [LOCK_KEY])
     try:
+        cluster = citus_distributed(conn)
+        if cluster == "worker":
+            raise MigrationError(
+                "this server is a worker of a Citus cluster: run pyrecall migrate on the "
+                "coordinator (it reaches every node)")
+        report.citus = cluster == "coordinator"
         recorded = _recorded(conn)
         _check_unchanged(incremental, recorded)
         current = installed_dim(conn)
@@ -170,7 +234,7 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
                 "`pyrecall embed --reembed --model MODEL`")
         report.dim = current or dim or DEFAULT_DIM
         report.pending = [f.name for f in incremental if f.name not in recorded]
-        report.functions = [f.name for f in idempotent]
+        report.functions = [f.name for f in idempotent] + ([CITUS_FILE] if report.citus else [])
         if dry_run:
             return report
         _bootstrap(conn)
@@ -179,22 +243,44 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
                 continue
             with conn.transaction():
                 conn.execute("select set_config('pyrecall.dim', %s, true)", [str(report.dim)])
+                if report.citus:
+                    _sequential(conn)
                 try:
-                    conn.execute(f.text)
+                    _execute(conn, f, report.citus)
                 except psycopg.Error as exc:
                     raise MigrationError(f"migration {f.name} failed and was rolled back: "
-                                         f"{str(exc).strip()}") from exc
+                                         f"{_failed(exc)}") from exc
                 conn.execute(
                     "insert into recall.migrations (name, checksum, version) values (%s, %s, %s)",
                     [f.name, f.checksum, __version__])
             report.applied.append(f.name)
         with conn.transaction():
+            deferred = None
+            if report.citus:
+                _sequential(conn)
+                # the rechunk a migration asked for (010-messages) runs after the cluster's
+                # definitions: with the one-node plan settings of the chunker Citus cannot plan it
+                deferred = conn.execute("delete from recall.config where key = 'rechunk_pending' "
+                                        "returning value::text").fetchone()
             for f in idempotent:
                 try:
-                    conn.execute(f.text)
+                    _execute(conn, f, report.citus)
                 except psycopg.Error as exc:
                     raise MigrationError(f"function file {f.name} failed and was rolled back: "
-                                         f"{str(exc).strip()}") from exc
+                                         f"{_failed(exc)}") from exc
+            if report.citus:
+                try:
+                    for stmt in citus_statements():
+                        conn.execute(stmt)
+                    conn.execute("select recall._distribute_tables()")
+                    conn.execute("select recall._distribute_code()")
+                    if deferred is not None:
+                        conn.execute("insert into recall.config (key, value) values "
+                                     "('rechunk_pending', %s::jsonb)", [deferred[0]])
+                        conn.execute("select recall._rechunk_pending()")
+                except psycopg.Error as exc:
+                    raise MigrationError(f"sql/{CITUS_FILE}.sql failed and the function files were "
+                                         f"rolled back: {_failed(exc)}") from exc
         return report
     finally:
         conn.execute("select pg_advisory_unlock(%s)", [LOCK_KEY])

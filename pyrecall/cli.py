@@ -395,7 +395,8 @@ def migrate(ctx, dim, dry_run, dsn):
                    f"would re-apply functions: {', '.join(report.functions)} (dim {report.dim})")
     else:
         click.echo(f"applied: {', '.join(report.applied) or 'nothing new'}; "
-                   f"functions re-applied: {len(report.functions)}; embedding dim {report.dim}")
+                   f"functions re-applied: {len(report.functions)}; embedding dim {report.dim}"
+                   + ("; Citus coordinator: re-distributed (sql/citus/distribute.sql)" if report.citus else ""))
 
 
 @migrate.command("status")

@@ -512,15 +512,24 @@ def test_bench_ann_bad_widths_are_usage_errors(value, message):
     assert result.exit_code == 2 and message in result.output
 
 
-def test_bench_mcp_small(server_url):
+@pytest.mark.parametrize("centres", ["random", "model"])
+def test_bench_mcp_small(server_url, centres):
     """`bench mcp`, small: the MCP server started for the largest agent answers every timed
-    recall call over stdio; the report has its shape (no figure asserted)."""
+    recall call over stdio; the report has its shape (no time asserted). Random topic centres
+    put every query beyond ann_far_distance (the far pass); the model's put them near."""
     pytest.importorskip("mcp")
     result = CliRunner().invoke(main, ["bench", "mcp", "--chunks", "300", "--agents", "2",
-                                       "--calls", "5", "--warmup", "2", "--dsn", server_url])
+                                       "--calls", "5", "--warmup", "2", "--centres", centres,
+                                       "--dsn", server_url])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["chunks"] >= 300 and report["agent"] == "agent-00000"
+    distance = report["queries"]
+    assert distance["ann_far_distance"] == 0.75
+    if centres == "random":
+        assert distance["far_share"] == 1.0 and distance["best_distance_p50"] > 0.75
+    else:
+        assert distance["far_share"] == 0.0 and distance["best_distance_p50"] < 0.7
     assert report["recall_ms"]["n"] == 5 and report["rows_per_call"] > 0
     assert report["sources"] == ["hybrid"]
     parts = report["parts"]

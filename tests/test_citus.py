@@ -103,11 +103,14 @@ def test_tables_distributed_by_agent_and_co_located(coord):
 
 
 def test_citus_up_again_finds_the_running_cluster(cluster, coord):
-    """A second `make citus-up`: the same URL, nothing migrated or distributed twice."""
+    """A second `make citus-up`: the same URL; migrate finds nothing new and re-distributes
+    (nothing distributed twice)."""
     said: list[str] = []
+    before = _fingerprint(coord)
     assert _citus.up(DATA_DIR["cluster"], settings=FAST, say=said.append) == cluster[0]
-    assert "not migrated again" in " ".join(said)
+    assert "migrated: nothing new; the schema was distributed already: re-distributed" in said
     assert coord.execute("select count(*) from pg_dist_node where noderole = 'primary'").fetchone()[0] == 3
+    assert _fingerprint(coord) == before
 
 
 def test_a_recall_call_runs_on_the_worker_holding_its_agent(coord, cluster):
@@ -447,3 +450,239 @@ def test_bench_citus_refuses_a_server_that_is_not_a_coordinator(db_url):
         "Error: not a Citus coordinator: the citus extension is not installed in that database"]
     result = CliRunner().invoke(bench, ["citus"])
     assert result.exit_code == 1 and "needs --dsn" in result.output and "Traceback" not in result.output
+
+
+# ---- upgrading a distributed cluster: `pyrecall migrate` on the coordinator (docs/SCALING.md,
+# Upgrading a cluster)
+
+def _fingerprint(conn) -> dict:
+    """What migrate may change on a cluster: the functions (definitions with their settings)
+    on every node, what Citus distributes and how, the triggers, policies and constraints of
+    the tables, the database settings of every node."""
+    functions = ("select md5(string_agg(p.oid::regprocedure::text || pg_get_functiondef(p.oid), ',' "
+                 "order by p.oid::regprocedure::text)) || ':' || count(*) from pg_proc p "
+                 "where p.pronamespace = 'recall'::regnamespace and p.prokind = 'f'")
+    settings = ("select string_agg(c, ',' order by c) from pg_db_role_setting r, unnest(r.setconfig) c "
+                "where r.setdatabase = (select oid from pg_database where datname = current_database()) "
+                "and r.setrole = 0")
+
+    def rows(query: str) -> list:
+        return [r[0] for r in conn.execute(f"select x from ({query}) q(x) order by 1")]
+
+    return {
+        "functions": conn.execute(functions).fetchone()[0],
+        "functions_on_workers": [r[0] for r in conn.execute(
+            f"select result from run_command_on_workers($${functions}$$) order by nodeport")],
+        "delegated": rows(
+            "select o.objid::regprocedure::text || ':' || coalesce(o.distribution_argument_index, -1) "
+            "|| ':' || coalesce(o.colocationid, -1) from pg_dist_object o where o.classid = 'pg_proc'::regclass"),
+        "tables": rows("select logicalrelid::text || ':' || partmethod::text || ':' || colocationid "
+                       "from pg_dist_partition where logicalrelid::text like 'recall.%'"),
+        "shards": conn.execute("select count(*) from pg_dist_shard").fetchone()[0],
+        "triggers": rows("select tgrelid::regclass::text || '.' || tgname || ':' || tgfoid::regproc::text "
+                         "|| ':' || tgenabled::text from pg_trigger where not tgisinternal "
+                         "and tgrelid::regclass::text like 'recall.%'"),
+        "policies": rows("select polrelid::regclass::text || '.' || polname || ':' || "
+                         "coalesce(pg_get_expr(polqual, polrelid), '') || ':' || "
+                         "coalesce(pg_get_expr(polwithcheck, polrelid), '') from pg_policy"),
+        "constraints": rows("select conrelid::regclass::text || '.' || conname from pg_constraint "
+                            "where connamespace = 'recall'::regnamespace"),
+        "settings": conn.execute(settings).fetchone()[0],
+        "settings_on_workers": [r[0] for r in conn.execute(
+            f"select result from run_command_on_workers($${settings}$$) order by nodeport")],
+    }
+
+
+# The files an upgrade brings, for the test: a run-once migration that adds a column to a
+# distributed table (and fills it: DDL and data in one transaction), a new table of agent rows,
+# and asks for a rechunk of one agent's sessions (whose chunks it deletes); a new function file
+# with a function that takes agent_id first (as a new release's do) and a new statement trigger
+# (which would fail on a shard: it joins its transition table with a distributed table).
+UPGRADE_MIGRATION = """\
+-- 900-zz-upgrade-probe (tests/test_citus.py: an upgrade of a distributed cluster)
+alter table recall.chunks add column zz_probe int not null default 0;
+update recall.chunks set zz_probe = n_tokens where kind <> 'memory';
+create table recall.zz_probe_notes
+( agent_id text not null
+, note     text not null
+, primary key (agent_id, note)
+);
+update recall.sessions set metadata = metadata || '{{"zz_probe": "rechunk"}}' where agent_id = '{rechunked}';
+delete from recall.chunks where agent_id = '{rechunked}' and kind <> 'memory';
+insert into recall.config (key, value) values ('rechunk_pending', '{{"zz_probe": "rechunk"}}');
+"""
+UPGRADE_FUNCTIONS = """\
+-- 070-zz-upgrade-probe (tests/test_citus.py)
+create or replace function recall.zz_probe(agent_id text)
+returns bigint
+language plpgsql stable security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  return (select coalesce(sum(c.zz_probe), 0) + (select count(*) from recall.zz_probe_notes n
+                                                   where n.agent_id = zz_probe.agent_id)
+          from recall.chunks c where c.agent_id = zz_probe.agent_id);
+end
+$$;
+comment on function recall.zz_probe(text) is 'tests/test_citus.py: a function an upgrade adds';
+
+create or replace function recall._zz_messages_after_insert()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  perform count(*) from new_rows n join recall.sessions s
+    on s.agent_id = n.agent_id and s.session_id = n.session_id;
+  return null;
+end
+$$;
+drop trigger if exists zz_messages_after_insert on recall.messages;
+create trigger zz_messages_after_insert after insert on recall.messages
+  referencing new table as new_rows
+  for each statement execute function recall._zz_messages_after_insert();
+"""
+
+
+def _on_worker(coord, cluster, agent: str, table: str, where: str, params=()) -> int:
+    """Rows of the agent in its shard of the table, counted on its worker itself."""
+    _, nodes = cluster
+    port = worker_port(coord, agent)
+    shard = coord.execute(
+        "select shard_name(%s::regclass, get_shard_id_for_distribution_column(%s, %s::text))",
+        [table, table, agent]).fetchone()[0]
+    with psycopg.connect(cluster[0].replace(f":{nodes['coordinator'].port}/", f":{port}/"),
+                         autocommit=True) as w:
+        w.execute("set citus.override_table_visibility = off")
+        return w.execute(f"select count(*) from {shard} where agent_id = %s and {where}",
+                         [agent, *params]).fetchone()[0]
+
+
+def _import(conn, agent: str, prefix: str) -> None:
+    from pyrecall._ingest import ingest
+    from pyrecall.importers import discord
+
+    sessions = discord.parse(CHAT).sessions
+    for s in sessions:
+        s.session_id = f"{agent}-{prefix}-{s.session_id}"
+        for m in s.messages:    # (other text: recall does not fold them into the first import's)
+            m.content = f"{m.content} ({prefix})"
+    ingest(conn, sessions, agent_id=agent)
+
+
+STABLE = ("select chunk_id, content, score from recall.hybrid_recall(%s, 'refund webhook', k => 5, as_of => %s)",
+          "select * from recall.session_recall(%s, 'refund webhook', k => 5, as_of => %s)",
+          "select * from recall.auto_context(%s, task_text => 'refund webhook', token_budget => 300, as_of => %s)")
+
+
+def test_migrate_upgrades_a_distributed_cluster(coord, cluster, tmp_path, monkeypatch):
+    """A DBA distributed pyrecall, then upgrades it: `pyrecall migrate` on the coordinator
+    re-applies every function file, runs a new run-once migration that alters a distributed
+    table and adds one, and a new function file; the cluster keeps working (import, chunking,
+    remember/forget, the stable names), the new function is delegated, and a second migrate
+    changes nothing. (Last in this file: the cluster keeps the test's column, table and
+    function.)"""
+    from click.testing import CliRunner
+
+    from pyrecall import _migrate
+    from pyrecall.cli import main
+
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"up{tag}").values() for a in v]
+    rechunked = f"up{tag}-rechunked"
+    for agent in agents + [rechunked]:
+        _import(coord, agent, "before")
+        coord.execute("select recall.remember(%s, %s)", [agent, f"kept memory of {agent}"])
+    chunks_before = [c[:6] for c in _chunks(coord, rechunked)]
+    assert chunks_before
+    recalled = {a: [coord.execute(q, [a, AS_OF]).fetchall() for q in STABLE] for a in agents}
+    assert all(all(rows) for rows in recalled.values())
+
+    # 1. the same release again, by the command line: nothing applied, nothing changed
+    before = _fingerprint(coord)
+    result = CliRunner().invoke(main, ["migrate", "--dsn", cluster[0]])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("applied: nothing new;") and "Citus" in result.output, result.output
+    assert _fingerprint(coord) == before
+
+    # 2. a newer release: its sql/ with a new migration and a new function file
+    sql = tmp_path / "sql"
+    shutil.copytree(_migrate.sql_dir(), sql)
+    (sql / "incremental" / "900-zz-upgrade-probe.sql").write_text(UPGRADE_MIGRATION.format(rechunked=rechunked))
+    (sql / "idempotent" / "070-zz-upgrade-probe.sql").write_text(UPGRADE_FUNCTIONS)
+    monkeypatch.setattr(_migrate, "sql_dir", lambda: sql)
+    report = _migrate.migrate(coord)
+    assert report.applied == ["900-zz-upgrade-probe"] and report.citus
+    upgraded = _fingerprint(coord)
+    assert upgraded["functions_on_workers"] == [upgraded["functions"]] * 2   # every node the same code
+    # the rechunk the migration asked for ran (after the cluster's definitions)
+    assert [c[:6] for c in _chunks(coord, rechunked)] == chunks_before
+    assert coord.execute("select count(*) from recall.config where key = 'rechunk_pending'").fetchone()[0] == 0
+    # the new statement trigger does nothing on the cluster (below: an import works)
+    assert "zz_messages_after_insert" in " ".join(upgraded["triggers"])
+
+    # the column is on the shards, filled there; the new table is distributed with the others
+    colocation = dict(coord.execute(
+        "select logicalrelid::text, colocationid from pg_dist_partition "
+        "where logicalrelid in ('recall.sessions'::regclass, 'recall.zz_probe_notes'::regclass)").fetchall())
+    assert colocation["recall.zz_probe_notes"] == colocation["recall.sessions"]
+    for agent in agents:
+        tokens = coord.execute("select sum(n_tokens) from recall.chunks where agent_id = %s and kind <> 'memory'",
+                               [agent]).fetchone()[0]
+        assert tokens > 0
+        assert _on_worker(coord, cluster, agent, "recall.chunks", "zz_probe = n_tokens and kind <> 'memory'") \
+            == coord.execute("select count(*) from recall.chunks where agent_id = %s and kind <> 'memory'",
+                             [agent]).fetchone()[0]
+        coord.execute("insert into recall.zz_probe_notes (agent_id, note) values (%s, 'one')", [agent])
+        assert _on_worker(coord, cluster, agent, "recall.zz_probe_notes", "true") == 1
+        # the new function: delegated to the agent's worker, where it reads the new column
+        plan = "\n".join(r[0] for r in coord.execute("explain select recall.zz_probe(%s)", [agent]))
+        assert "Task Count: 1" in plan and f"port={worker_port(coord, agent)} " in plan, plan
+        assert coord.execute("select recall.zz_probe(%s)", [agent]).fetchone()[0] == tokens + 1
+
+    # the cluster works as before: the stable names give the same rows, an import is stored and
+    # chunked on the agent's worker, remember and forget
+    for agent in agents:
+        assert [coord.execute(q, [agent, AS_OF]).fetchall() for q in STABLE] == recalled[agent]
+        _import(coord, agent, "after")
+        chunked = coord.execute("select count(*) from recall.chunks where agent_id = %s and session_id like %s",
+                                [agent, f"{agent}-after-%"]).fetchone()[0]
+        assert chunked > 0 and chunked == coord.execute(
+            "select count(*) from recall.chunks where agent_id = %s and session_id like %s",
+            [agent, f"{agent}-before-%"]).fetchone()[0]
+        assert _on_worker(coord, cluster, agent, "recall.chunks", "session_id like %s", [f"{agent}-after-%"]) == chunked
+        new_id = coord.execute("select recall.remember(%s, %s)", [agent, f"new memory of {agent}"]).fetchone()[0]
+        assert {r[0] for r in coord.execute("select content from recall.memories(%s)", [agent])} == \
+            {f"kept memory of {agent}", f"new memory of {agent}"}
+        assert coord.execute("select recall.forget_memory(%s, %s)", [agent, new_id]).fetchone()[0] == 1
+        assert [r[0] for r in coord.execute("select content from recall.memories(%s)", [agent])] == \
+            [f"kept memory of {agent}"]
+        found = [r[0] for r in coord.execute(
+            "select session_id from recall.hybrid_recall(%s, 'refund webhook after', k => 50)", [agent])]
+        assert any(sid.startswith(f"{agent}-after-") for sid in found), found
+
+    # 3. migrate again: nothing to apply, nothing changes
+    again = _fingerprint(coord)
+    report = _migrate.migrate(coord)
+    assert report.applied == [] and report.citus
+    assert _fingerprint(coord) == again
+
+    # 4. a migration that fails on the cluster: rolled back whole, one line naming it
+    (sql / "incremental" / "901-zz-broken.sql").write_text(
+        "alter table recall.chunks add column zz_broken int;\nselect 1 / 0;\n")
+    with pytest.raises(_migrate.MigrationError, match=r"^migration 901-zz-broken failed and was rolled "
+                       r"back: division by zero \(line 2\)$"):
+        _migrate.migrate(coord)
+    assert _fingerprint(coord) == again
+    assert coord.execute("select result from run_command_on_workers($$select count(*) from pg_attribute "
+                         "where attrelid = 'recall.chunks'::regclass and attname = 'zz_broken'$$)").fetchall() \
+        == [("0",), ("0",)]
+
+    # on a worker: refused, naming the coordinator
+    worker = psycopg.conninfo.make_conninfo(cluster[0], port=nodes["worker1"].port)
+    result = CliRunner().invoke(main, ["migrate", "--dsn", worker])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: this server is a worker of a Citus cluster: run pyrecall migrate on the coordinator "
+        "(it reaches every node)"]

@@ -682,22 +682,28 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
 @click.option("--budget", "token_budget", type=click.IntRange(0), default=None, metavar="TOKENS",
               help="token_budget of each call [default: none].")
 @click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--centres", type=click.Choice(["random", "model"]), default="random", show_default=True,
+              help="Topic centres of the stored vectors: random (every query is far from the agent's "
+                   "chunks and takes the vector arm's far pass) or the model's embeddings of each "
+                   "topic's words (queries near their topic, as real questions are).")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @_handle_errors
-def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
+def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, dsn):
     """Latency of the MCP server's recall tool, seen from a connected client.
 
     Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
     agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
     round trip, the query embedded by the local model, recall.hybrid_recall). Then times the
     parts in-process: the embedding, hybrid_recall bound as the server is (row-level security)
-    and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times.
+    and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times, and
+    how far the queries are from the agent's chunks (the share beyond ann_far_distance).
 
     \b
     Example:
       pyrecall bench mcp --chunks 100000 --calls 100
+      pyrecall bench mcp --chunks 100000 --calls 100 --centres model
       pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
     """
     import time
@@ -706,7 +712,7 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, dsn):
 
     t = time.perf_counter()
     report = mcp_latency.run(n_chunks, n_agents, calls=calls, warmup=warmup, k=k,
-                             token_budget=token_budget, seed=seed, dsn=dsn,
+                             token_budget=token_budget, seed=seed, dsn=dsn, centres=centres,
                              log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
     click.echo(json.dumps(report, indent=2))
 

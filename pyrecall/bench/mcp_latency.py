@@ -10,6 +10,12 @@ query with the local model (all-MiniLM-L6-v2), and recall.hybrid_recall. The fir
 
 The stored vectors are synthetic and the queries pseudo-words: the answers mean nothing, the
 work (one query embedding, one ANN + full-text search over the agent's chunks) is the real one.
+With the default random topic centres every query, embedded by the model, is farther than
+recall.config ann_far_distance from all of the agent's chunks (best cosine distance ~0.8), so
+each call also pays the vector arm's second, wider search (docs/DBA.md, "Queries far from all of
+an agent's topics"); ``centres="model"`` makes the topic centres the model's embeddings of each
+topic's words, so that a query sits near its topic's chunks (best distance ~0.5), as a real
+question sits near the text that answers it. The report gives the share of far queries.
 
     >>> report = run(n_chunks=100_000, calls=200)   # doctest: +SKIP
 """
@@ -115,13 +121,46 @@ def components(url: str, agent: str, queries: list[str], *, k: int,
             "hybrid_recall_unbound_ms": _stats(owner_ms)}
 
 
+CENTRES = ("random", "model")
+
+
+def model_centres(synth: latency.Synth) -> None:
+    """Make ``synth``'s topic centres the local model's embeddings of each topic's words."""
+    from .._embed import get_embedder
+
+    texts = [" ".join(synth.words[synth.topic_words[t]]) for t in range(len(synth.centres))]
+    centres = np.asarray(get_embedder(None).embed(texts), dtype=np.float32)
+    synth.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+
+
+def far_share(url: str, agent: str, queries: list[str]) -> dict[str, Any]:
+    """How far the queries are from the agent's chunks: the median best cosine distance (an
+    exact scan) and the share beyond recall.config ann_far_distance (those take the far pass)."""
+    from .._embed import get_embedder
+
+    vectors = np.asarray(get_embedder(None).embed(queries), dtype=np.float32)
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        far = conn.execute("select (value #>> '{}')::float8 from recall.config "
+                           "where key = 'ann_far_distance'").fetchone()
+        best = [conn.execute("select min(embedding <=> %s) from recall.chunks where agent_id = %s",
+                             (v, agent)).fetchone()[0] for v in vectors]
+    limit = far[0] if far else None
+    return {"best_distance_p50": round(statistics.median(best), 3), "ann_far_distance": limit,
+            "far_share": round(sum(b > limit for b in best) / len(best), 3) if limit is not None else 0.0}
+
+
 def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup: int = 10,
         k: int = 10, token_budget: int | None = None, seed: int = 7, dsn: str | None = None,
-        log=lambda m: None) -> dict[str, Any]:
+        centres: str = "random", log=lambda m: None) -> dict[str, Any]:
     """Build, serve the largest agent over MCP (stdio), time ``calls`` recall calls."""
     from ._scratch import scratch_database
 
+    if centres not in CENTRES:
+        raise ValueError(f"centres must be one of {', '.join(CENTRES)}, got {centres!r}")
     synth = latency.Synth(seed)
+    if centres == "model":
+        model_centres(synth)
     agents = latency.plan_agents(synth, latency.agent_sizes(n_chunks, n_agents))
     largest = max(agents, key=lambda a: a.size)
     topics = [int(largest.topics[i % len(largest.topics)]) for i in range(calls + warmup)]
@@ -135,8 +174,10 @@ def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup:
                                       token_budget=token_budget))
         log("timing the parts in this process: query embedding, hybrid_recall")
         parts = components(url, largest.agent_id, queries[warmup:], k=k, token_budget=token_budget)
+        distance = far_share(url, largest.agent_id, queries[warmup:])
     return {"chunks": built["chunks"], "agents": n_agents, "agent": largest.agent_id,
-            "agent_chunks": largest.size, "k": k, "token_budget": token_budget,
+            "agent_chunks": largest.size, "k": k, "token_budget": token_budget, "centres": centres,
+            "queries": distance,
             "warmup_calls": warmup, "build": {"ingest_s": built["ingest"]["ingest_s"],
                                               "vectors_s": built["vectors_s"],
                                               "index": (built["index"] or {}).get("definition"),

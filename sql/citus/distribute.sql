@@ -2,15 +2,24 @@
 -- Spread the recall schema over a Citus cluster: every table by agent_id, co-located, so that
 -- one agent's sessions, messages and chunks live on one node, and one recall touches one node.
 --
--- Not applied by `pyrecall migrate`. Run it once on the coordinator, after `pyrecall migrate`
--- and after the citus and vector extensions exist in the database on every node and the
--- workers are added (`make citus-up` does all of it; docs/SCALING.md):
+-- Run it once on the coordinator, after `pyrecall migrate` and after the citus and vector
+-- extensions exist in the database on every node and the workers are added (`make citus-up`
+-- does all of it; docs/SCALING.md):
 --
 --   psql "$COORDINATOR_DSN" -v ON_ERROR_STOP=1 -f sql/citus/distribute.sql
 --
 -- It defines recall.distribute() and calls it. The procedure can be called again: each step
 -- checks whether it is done (a half-distributed schema, after an error, is finished by the
 -- next call).
+--
+-- Upgrades: `pyrecall migrate` on the coordinator of a distributed schema runs this file too
+-- (pyrecall/_migrate.py): every file statement by statement in Citus' sequential mode, and,
+-- in the transaction of the function files, after them, this file's definitions and
+-- recall._distribute_tables() + recall._distribute_code() (not its CALL). So what this file
+-- changes for a cluster (the statement triggers, the policies, the functions' delegation and
+-- settings, a new table distributed by agent_id) is put back or extended at every upgrade,
+-- in the same commit as the new function bodies. Whatever a cluster needs beyond the one-node
+-- files belongs here, and each step checks whether it is done (sql/README.md).
 --
 -- What Citus requires, and what this does about it:
 --   * A PRIMARY KEY or UNIQUE constraint of a distributed table must contain the
@@ -55,9 +64,9 @@ $$;
 -- from inside a trigger on a shard needs a nested distributed execution that fans out to
 -- every worker (it crashed a worker here). recall.chunk_sessions, called by the importers on
 -- the coordinator after their insert (pyrecall/_ingest.py), chunks the sessions instead; a
--- client that inserts messages with plain SQL calls it too (docs/SCALING.md). A `pyrecall
--- migrate` of the cluster would put the single-node statement triggers back: run this file
--- again after it.
+-- client that inserts messages with plain SQL calls it too (docs/SCALING.md). (`pyrecall
+-- migrate` puts the single-node statement triggers back with 010-messages, then these in the
+-- same transaction.)
 create or replace function recall._messages_after_insert()
 returns trigger
 language plpgsql volatile security invoker
@@ -123,33 +132,41 @@ begin
 end
 $$;
 
--- (no SET search_path: a procedure with one cannot COMMIT; every name is qualified, and
--- pg_catalog, where Citus' functions are, is searched first)
-create or replace procedure recall.distribute(shard_count int default 32)
-language plpgsql
+-- _distributed_tables: the tables of the schema that are (to be) distributed by agent_id, in
+-- the order they are distributed (recall.sessions first: the others are co-located with it and
+-- reference it). Every table of the schema but recall.migrations (migrate's record, on the
+-- coordinator only) and the reference tables recall.config and recall.agent_bindings; a new
+-- table of a later migration is one of them: it must have an agent_id column.
+create or replace function recall._distributed_tables()
+returns regclass[]
+language sql stable
+set search_path to pg_catalog, pg_temp
+as $$
+  select array_agg(t.oid::regclass order by t.oid <> 'recall.sessions'::regclass, t.oid)
+  from pg_class t
+  where t.relnamespace = 'recall'::regnamespace and t.relkind in ('r', 'p') and not t.relispartition
+    and t.oid not in ('recall.migrations'::regclass, 'recall.config'::regclass,
+                      'recall.agent_bindings'::regclass)
+    -- (not a shard: the coordinator holds the shards of the reference tables)
+    and not exists (select from pg_dist_shard ds
+                    where t.relname = (select c.relname from pg_class c where c.oid = ds.logicalrelid)
+                                      || '_' || ds.shardid)
+$$;
+
+-- _distribute_tables: steps 1-3 below (keys, policies, tables); each checks whether it is
+-- done. In one transaction (recall.distribute commits after it; `pyrecall migrate` on a
+-- distributed cluster runs it in the transaction of the function files, in Citus' sequential
+-- mode).
+create or replace function recall._distribute_tables(shard_count int default null)
+returns void
+language plpgsql volatile
+set search_path to pg_catalog, pg_temp
 as $$
 declare
   c record;
-  f record;
-  knob record;
-  tbl text;
-  db text := current_database();
+  tbl regclass;
+  tables regclass[] := recall._distributed_tables();
 begin
-  if not exists (select from pg_extension where extname = 'citus') then
-    raise exception 'the citus extension is not installed in this database'
-      using errcode = '0A000', hint = 'CREATE EXTENSION citus on the coordinator and every worker first.';
-  end if;
-  if not exists (select from pg_dist_node where noderole = 'primary' and shouldhaveshards) then
-    raise exception 'this Citus cluster has no node for shards'
-      using errcode = '0A000', hint = 'Add the workers first: select citus_add_node(host, port).';
-  end if;
-  -- the agent-first keys (migration 010-agent-first-keys) must be there
-  if to_regclass('recall.migrations') is null
-     or not exists (select from recall.migrations where name = '010-agent-first-keys') then
-    raise exception 'the recall schema has no agent-first keys yet'
-      using errcode = '0A000', hint = 'Run pyrecall migrate (a release with 010-agent-first-keys) on the coordinator first.';
-  end if;
-
   -- 1. keys: the one-node UNIQUE (session_id) goes; every other key must hold agent_id
   if exists (select from pg_constraint where conrelid = 'recall.sessions'::regclass
                                          and conname = 'sessions_session_id_key') then
@@ -157,16 +174,21 @@ begin
   end if;
   for c in select x.conrelid::regclass as tbl, x.conname
            from pg_constraint x
-           where x.conrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass,
-                                'recall.chunks'::regclass, 'recall.source_files'::regclass,
-                                'recall.recall_log'::regclass)
+           where x.conrelid = any (tables)
              and x.contype in ('p', 'u', 'f')
              and not exists (select from unnest(x.conkey) k(attnum)
                              join pg_attribute a on a.attrelid = x.conrelid and a.attnum = k.attnum
                              where a.attname = 'agent_id')
   loop
     raise exception 'constraint % of % does not contain agent_id: Citus cannot enforce it', c.conname, c.tbl
-      using errcode = '0A000', hint = 'Run pyrecall migrate with a release that has 010-agent-first-keys.';
+      using errcode = '0A000', hint = 'Every key of a table distributed by agent_id holds agent_id (migration 010-agent-first-keys).';
+  end loop;
+  for c in select t.t as tbl from unnest(tables) t(t)
+           where not exists (select from pg_attribute a where a.attrelid = t.t and a.attname = 'agent_id'
+                                                         and not a.attisdropped)
+  loop
+    raise exception 'table % has no agent_id column: it cannot be distributed by agent', c.tbl
+      using errcode = '0A000', hint = 'Give it agent_id, or make it a reference table in sql/citus/distribute.sql.';
   end loop;
 
   -- 2. row-level security without subqueries (Citus refuses them in the policies of its
@@ -177,9 +199,7 @@ begin
                   pg_get_expr(p.polqual, p.polrelid) as qual,
                   pg_get_expr(p.polwithcheck, p.polrelid) as chk
            from pg_policy p
-           where p.polrelid in ('recall.sessions'::regclass, 'recall.messages'::regclass,
-                                'recall.chunks'::regclass, 'recall.source_files'::regclass,
-                                'recall.recall_log'::regclass, 'recall.agent_bindings'::regclass)
+           where p.polrelid = any (tables || 'recall.agent_bindings'::regclass || 'recall.config'::regclass)
              and (pg_get_expr(p.polqual, p.polrelid) ~* 'select'
                   or coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '') ~* 'select')
   loop
@@ -199,27 +219,42 @@ begin
   end loop;
 
   -- 3. the tables: config and bindings everywhere, the rest by agent_id, co-located
-  perform set_config('citus.shard_count', shard_count::text, true);
-  perform set_config('citus.enable_unsafe_triggers', 'on', true);   -- the chunking triggers
+  if shard_count is not null then
+    perform set_config('citus.shard_count', shard_count::text, true);
+  end if;
+  perform set_config('citus.enable_unsafe_triggers', 'on', true);   -- the message triggers
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.config'::regclass) then
     perform create_reference_table('recall.config');
   end if;
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.agent_bindings'::regclass) then
     perform create_reference_table('recall.agent_bindings');
   end if;
-  if not exists (select from pg_dist_partition where logicalrelid = 'recall.sessions'::regclass) then
-    perform create_distributed_table('recall.sessions', 'agent_id');
-  end if;
-  foreach tbl in array array['recall.messages', 'recall.chunks', 'recall.source_files', 'recall.recall_log'] loop
-    if not exists (select from pg_dist_partition where logicalrelid = tbl::regclass) then
-      perform create_distributed_table(tbl, 'agent_id', colocate_with => 'recall.sessions');
+  foreach tbl in array tables loop
+    if not exists (select from pg_dist_partition where logicalrelid = tbl) then
+      if tbl = 'recall.sessions'::regclass then
+        perform create_distributed_table(tbl, 'agent_id');
+      else
+        perform create_distributed_table(tbl, 'agent_id', colocate_with => 'recall.sessions');
+      end if;
     end if;
   end loop;
+end
+$$;
 
-  -- the functions' metadata cannot be written in a transaction that wrote shards in parallel
-  commit;
+-- _distribute_code: steps 4-5 below (functions, settings), and the settings of single
+-- functions that a `create or replace` of sql/idempotent puts back to their one-node values.
+-- In a transaction that has not written shards in parallel.
+create or replace function recall._distribute_code()
+returns void
+language plpgsql volatile
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  f record;
+  knob record;
+  db text := current_database();
+begin
   perform set_config('citus.enable_unsafe_triggers', 'on', true);
-
   -- 4. functions: those whose first argument is agent_id run on the agent's node (delegated);
   -- every other function of the schema is propagated (its definition on every node). Not
   -- delegated: the administration functions, which write reference tables or grant roles.
@@ -246,22 +281,50 @@ begin
     end if;
   end loop;
 
+  -- the statement triggers of the distributed tables do nothing on a cluster (the chunking's
+  -- are redefined above; a new one, of a later release, too): a statement trigger fires on
+  -- the shard, where joining its transition table with a distributed table is refused and
+  -- calling the chunker needs a nested distributed execution. Their work is done from the
+  -- coordinator (recall.chunk_sessions). A function that a row trigger uses too stops here.
+  for f in select t.tgfoid::regprocedure as sig, bool_or(t.tgtype & 1 = 1) as also_row
+           from pg_trigger t
+           where t.tgrelid = any (recall._distributed_tables()) and not t.tgisinternal
+             and t.tgfoid in (select t2.tgfoid from pg_trigger t2
+                              where t2.tgrelid = t.tgrelid and not t2.tgisinternal and t2.tgtype & 1 = 0)
+           group by t.tgfoid
+  loop
+    if f.also_row then
+      raise exception 'trigger function % runs for rows and for statements: give each its own', f.sig
+        using errcode = '0A000';
+    end if;
+    if (select prosrc from pg_proc where oid = f.sig::oid) !~ 'on a Citus cluster: recall\.chunk_sessions' then
+      raise notice 'statement trigger function % does nothing on a Citus cluster', f.sig;
+      execute format('create or replace function %s returns trigger language plpgsql volatile '
+                     'security invoker set search_path to pg_catalog, pg_temp as %L', f.sig,
+                     E'\nbegin\n  return null;   -- on a Citus cluster: recall.chunk_sessions\nend\n');
+    end if;
+  end loop;
+
   -- the row-level security reads the bound agent from recall.agent_bindings, a reference
   -- table: on a worker, inside a query on a shard, Citus refuses that read as a nested
   -- distributed query unless allowed. Allowed for this one function (a read of the node's own
   -- copy of a reference table, which no shard move affects); ALTER FUNCTION reaches every node.
-  alter function recall.bound_agent() set citus.allow_nested_distributed_execution = on;
+  if not exists (select from pg_proc where oid = 'recall.bound_agent()'::regprocedure
+                                      and 'citus.allow_nested_distributed_execution=on' = any (proconfig)) then
+    alter function recall.bound_agent() set citus.allow_nested_distributed_execution = on;
+  end if;
   -- the chunker (recall.chunk_sessions) plans its statement with the agents as values: the
   -- generic plan one node uses cannot be routed by Citus
   for f in select p.oid::regprocedure as sig from pg_proc p
            where p.pronamespace = 'recall'::regnamespace and p.proname = '_rechunk'
+             and exists (select from unnest(p.proconfig) g where g like 'plan_cache_mode=%')
   loop
     execute format('alter function %s reset plan_cache_mode', f.sig);
   end loop;
 
   -- 5. settings every node needs (ALTER DATABASE: new sessions, workers included)
   for knob in select * from (values
-      ('citus.enable_unsafe_triggers', 'on'),          -- the chunking triggers (co-located writes)
+      ('citus.enable_unsafe_triggers', 'on'),          -- the message triggers (co-located writes)
       ('citus.propagate_set_commands', 'local'))       -- SET LOCAL recall.agent_id reaches workers (RLS)
     as k(name, value)
   loop
@@ -276,7 +339,33 @@ begin
   loop
     perform run_command_on_workers(format('alter database %I set %s = %L', db, knob.name, knob.value));
   end loop;
+end
+$$;
 
+-- (no SET search_path: a procedure with one cannot COMMIT; every name is qualified, and
+-- pg_catalog, where Citus' functions are, is searched first)
+create or replace procedure recall.distribute(shard_count int default 32)
+language plpgsql
+as $$
+begin
+  if not exists (select from pg_extension where extname = 'citus') then
+    raise exception 'the citus extension is not installed in this database'
+      using errcode = '0A000', hint = 'CREATE EXTENSION citus on the coordinator and every worker first.';
+  end if;
+  if not exists (select from pg_dist_node where noderole = 'primary' and shouldhaveshards) then
+    raise exception 'this Citus cluster has no node for shards'
+      using errcode = '0A000', hint = 'Add the workers first: select citus_add_node(host, port).';
+  end if;
+  -- the agent-first keys (migration 010-agent-first-keys) must be there
+  if to_regclass('recall.migrations') is null
+     or not exists (select from recall.migrations where name = '010-agent-first-keys') then
+    raise exception 'the recall schema has no agent-first keys yet'
+      using errcode = '0A000', hint = 'Run pyrecall migrate (a release with 010-agent-first-keys) on the coordinator first.';
+  end if;
+  perform recall._distribute_tables(shard_count);
+  -- the functions' metadata cannot be written in a transaction that wrote shards in parallel
+  commit;
+  perform recall._distribute_code();
   raise notice 'recall is distributed by agent_id over % shards; the recall functions run on the node of their agent', shard_count;
 end
 $$;

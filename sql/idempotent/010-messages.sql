@@ -744,28 +744,44 @@ create trigger sessions_after_update after update on recall.sessions
   referencing old table as old_rows new table as new_rows
   for each statement execute function recall._sessions_after_update();
 
--- Chunks derived by an older chunker: a run-once migration that changes how chunks are derived
--- records in recall.config 'rechunk_pending' a JSON object (or an array of them), and the
--- sessions whose metadata contains it (one of them) are chunked again here, by the functions just defined (migrations run before
--- this file: the old _rechunk would redo them the old way). Chunks whose text changes are
--- embedded again; the others keep their embedding.
-do $$
+-- _rechunk_pending: chunks derived by an older chunker. A run-once migration that changes how
+-- chunks are derived records in recall.config 'rechunk_pending' a JSON object (or an array of
+-- them), and the sessions whose metadata contains it (one of them) are chunked again, by the
+-- functions just defined (migrations run before this file: the old _rechunk would redo them the
+-- old way); the key is removed. Chunks whose text changes are embedded again; the others keep
+-- their embedding. The number of chunks written or removed. Called below, at every migrate (on
+-- a Citus cluster after sql/citus/distribute.sql's steps: pyrecall/_migrate.py).
+create or replace function recall._rechunk_pending()
+returns bigint
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
 declare
   which jsonb := (select value from recall.config where key = 'rechunk_pending');
+  marks jsonb[];
   agents text[];
   ids text[];
+  changed bigint := 0;
 begin
   if which is null then
-    return;
+    return 0;
   end if;
+  -- (the marks first, in a statement of their own: Citus does not join a distributed table
+  -- with a set-returning function of a variable)
+  marks := array(select jsonb_array_elements(case jsonb_typeof(which) when 'array' then which
+                                                  else jsonb_build_array(which) end));
   select array_agg(s.agent_id), array_agg(s.session_id) into agents, ids
   from recall.sessions s
-  where exists (select from jsonb_array_elements(case jsonb_typeof(which) when 'array' then which
-                                                     else jsonb_build_array(which) end) w(o)
-                where s.metadata @> w.o);
-  if ids is not null and recall._rechunk(agents, ids, array_fill(-2147483648, array[cardinality(ids)])) > 0 then
-    perform pg_notify('recall_chunks', 'pending');
+  where s.metadata @> any (marks);
+  if ids is not null then
+    changed := recall._rechunk(agents, ids, array_fill(-2147483648, array[cardinality(ids)]));
+    if changed > 0 then
+      perform pg_notify('recall_chunks', 'pending');
+    end if;
   end if;
   delete from recall.config where key = 'rechunk_pending';
+  return changed;
 end
 $$;
+
+select recall._rechunk_pending();
