@@ -358,9 +358,10 @@ def distribute_sql() -> str:
 
 def up(data_dir: Path | None = None, *, base_port: int | None = None,
        settings: dict[str, str] | None = None, migrate: bool = True, distribute: bool = True,
-       say=lambda line: None) -> str:
-    """Build Citus if needed, start the cluster (or find it running), migrate and distribute.
-    Returns the coordinator's URL. Idempotent."""
+       database: str = DATABASE, say=lambda line: None) -> str:
+    """Build Citus if needed, start the cluster (or find it running), migrate and distribute
+    (in ``database``, created on every node if missing). Returns the coordinator's URL.
+    Idempotent."""
     tree = install(say)
     root = cluster_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -380,14 +381,14 @@ def up(data_dir: Path | None = None, *, base_port: int | None = None,
     coordinator, workers = members[0], members[1:]
     for node in members:
         with _connect(node, "postgres") as conn:
-            if not conn.execute("select 1 from pg_database where datname = %s", [DATABASE]).fetchone():
-                conn.execute(sql.SQL("create database {}").format(sql.Identifier(DATABASE)))
-        with _connect(node) as conn:
+            if not conn.execute("select 1 from pg_database where datname = %s", [database]).fetchone():
+                conn.execute(sql.SQL("create database {}").format(sql.Identifier(database)))
+        with _connect(node, database) as conn:
             have = {r[0] for r in conn.execute("select extname from pg_extension")}
             for ext in ("citus", "vector"):   # (DDL on a worker of a running cluster is refused)
                 if ext not in have:
                     conn.execute(sql.SQL("create extension {}").format(sql.Identifier(ext)))
-    with _connect(coordinator) as conn:
+    with _connect(coordinator, database) as conn:
         conn.execute("select citus_set_coordinator_host('127.0.0.1', %s)", [coordinator.port])
         known = {r[0] for r in conn.execute("select nodeport from pg_dist_node where noderole = 'primary'")}
         for w in workers:
@@ -407,7 +408,7 @@ def up(data_dir: Path | None = None, *, base_port: int | None = None,
             body, _, call = text.rpartition("call recall.distribute();")
             conn.execute(body)
             conn.execute("call recall.distribute()")
-    return coordinator.url()
+    return coordinator.url(database)
 
 
 def stop_node(node: Node, tree: Path | None = None, mode: str = "fast") -> bool:

@@ -301,7 +301,8 @@ def _commands(handle_errors, dsn_option, json_option, former_name):
     @handle_errors
     def citus_up(port):
         """Build Citus if needed, start the cluster, migrate and distribute the schema; print
-        the coordinator's URL last.
+        the coordinator's URL last. On a cluster already distributed (a second call, a newer
+        pyrecall) it migrates: an upgrade, re-distributed in the same transaction.
 
         \b
         Example:

@@ -237,7 +237,10 @@ def migrate(conn: psycopg.Connection, *, dim: int | None = None, dry_run: bool =
         report.functions = [f.name for f in idempotent] + ([CITUS_FILE] if report.citus else [])
         if dry_run:
             return report
-        _bootstrap(conn)
+        try:
+            _bootstrap(conn)
+        except psycopg.Error as exc:   # (on Citus: the schema's DDL reaches every node)
+            raise MigrationError(f"migrate could not begin, nothing was changed: {_failed(exc)}") from exc
         for f in incremental:
             if f.name in recorded:
                 continue

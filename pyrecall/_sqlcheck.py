@@ -13,6 +13,12 @@
    ``sql/released/shared.txt`` with the reason it may live outside (e.g. a contract that tests
    hold, like the vector arm's exact top n).
 
+5. A run-once migration not released yet (not pinned) also runs on a Citus cluster (``pyrecall
+   migrate`` on a distributed coordinator, docs/SCALING.md): an ``ADD COLUMN`` with an unnamed
+   constraint (``check``, ``references``, ``unique``, ``primary key``) and a ``select from``
+   with no select list (``exists (select from recall.messages)`` over every shard) are refused
+   there: the first needs ``constraint <name>``, the second ``select 1 from``.
+
 sqlglot only reads here: the SQL that runs is always the original text.
 
     python -m pyrecall._sqlcheck            # check, exit 1 on a problem
@@ -79,8 +85,44 @@ def is_destructive(stmt: Statement) -> bool:
     return words[0] == "alter" and "drop" in words
 
 
-def check_file(path: Path, *, migration: bool) -> list[str]:
-    """Problems of one file, as ``path:line: message`` strings."""
+INLINE_CONSTRAINT = {"check", "references", "unique", "primary"}
+
+
+def citus_problems(stmt: Statement) -> list[str]:
+    """What Citus refuses in a migration's statement on a distributed table (rule 5)."""
+    tokens = sqlglot.tokenize(stmt.text, read="postgres")
+    words = [t.text.lower() for t in tokens]
+    problems = []
+    if words[:2] == ["alter", "table"]:
+        parts: list[list[str]] = [[]]
+        depth = 0
+        for t, w in zip(tokens, words, strict=True):
+            if t.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif t.token_type == TokenType.R_PAREN:
+                depth -= 1
+            elif depth == 0 and t.token_type == TokenType.COMMA:
+                parts.append([])
+                continue
+            parts[-1].append(w)
+        for part in parts:
+            if "add" not in part:
+                continue
+            rest = part[part.index("add") + 1:]
+            is_column = bool(rest) and (rest[0] == "column" or rest[0] not in
+                                        {"constraint", "check", "unique", "primary", "foreign", "exclude"})
+            if is_column and INLINE_CONSTRAINT & set(rest) and "constraint" not in rest:
+                problems.append("Citus refuses an unnamed constraint in ADD COLUMN on a distributed "
+                                "table: name it (constraint <table>_<column>_check, the name PostgreSQL gives)")
+    if any(a == "select" and b == "from" for a, b in zip(words, words[1:], strict=False)):
+        problems.append("Citus cannot plan `select from` with no select list over the shards "
+                        "(\"a column definition list is required\"): write `select 1 from`")
+    return problems
+
+
+def check_file(path: Path, *, migration: bool, released: bool = False) -> list[str]:
+    """Problems of one file, as ``path:line: message`` strings. ``released``: a pinned
+    migration (rule 5 is for the ones not released yet)."""
     text = path.read_text()
     problems = []
     try:
@@ -97,6 +139,8 @@ def check_file(path: Path, *, migration: bool) -> list[str]:
             first = stmt.text.splitlines()[0]
             problems.append(f"{path}:{stmt.line}: destructive statement without the marker "
                             f"'{DESTRUCTIVE_MARKER}': {first}")
+        if migration and not released:
+            problems += [f"{path}:{stmt.line}: {p}" for p in citus_problems(stmt)]
     return problems
 
 
@@ -210,8 +254,10 @@ def check_call_chains(root: Path) -> list[str]:
 def check(root: Path | None = None) -> list[str]:
     root = root or sql_dir()
     problems = []
+    pinned = read_frozen(root)
     for f in sorted(root.rglob("*.sql")):
-        problems += check_file(f, migration=f.parent.name == "incremental")
+        problems += check_file(f, migration=f.parent.name == "incremental",
+                               released=f"incremental/{f.name}" in pinned)
     return problems + check_frozen(root) + check_call_chains(root)
 
 

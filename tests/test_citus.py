@@ -7,9 +7,12 @@ takes a minute or more, later runs reuse the cached build."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import subprocess
+import tarfile
 import tempfile
 import threading
 import uuid
@@ -28,18 +31,51 @@ FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
 
 
 DATA_DIR: dict[str, Path] = {}
+ROOT = Path(__file__).resolve().parent.parent
+# how the cluster was made: distributed by the last release, then upgraded by HEAD's migrate
+UPGRADE: dict[str, object] = {}
+
+
+def last_release_sql(dest: Path) -> tuple[str, Path] | None:
+    """(commit, its sql/) of the last release: the last commit that changed sql/frozen.txt.
+    None without git or the repository's history (a shallow clone, an unpacked wheel)."""
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", "sql/frozen.txt"],
+                             capture_output=True, check=True, text=True).stdout.strip()
+        if not rev:
+            return None
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sql"], capture_output=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(dest, filter="data")
+    return rev, dest / "sql"
 
 
 @pytest.fixture(scope="session")
 def cluster():
-    """(coordinator URL, {node name: Node}) of a cluster of this test session."""
+    """(coordinator URL, {node name: Node}) of a cluster of this test session: migrated and
+    distributed by the sql/ of the last release, then upgraded by this checkout's
+    `pyrecall migrate` on the coordinator, as a DBA upgrades (HEAD's directly without git)."""
+    from pyrecall import _migrate
+
     reason = _citus.unavailable_reason()
     if reason:
         pytest.skip(f"no Citus cluster: {reason}")
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-citus-"))
     os.chmod(tmp, 0o755)
     try:
-        url = _citus.up(tmp, base_port=0, settings=FAST)
+        release = last_release_sql(tmp / "release")
+        if release is None:
+            url = _citus.up(tmp, base_port=0, settings=FAST)
+        else:
+            rev, old = release
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(_migrate, "sql_dir", lambda: old)
+                url = _citus.up(tmp, base_port=0, settings=FAST)
+            with psycopg.connect(url, autocommit=True) as c:
+                UPGRADE.update(rev=rev, old=old, report=_migrate.migrate(c))
         DATA_DIR["cluster"] = tmp
         yield url, {n.name: n for n in _citus.nodes(_citus.cluster_dir(tmp))}
     finally:
@@ -100,6 +136,60 @@ def test_tables_distributed_by_agent_and_co_located(coord):
         "select result from run_command_on_workers($$select current_setting('citus.enable_unsafe_triggers') "
         "|| ',' || current_setting('citus.propagate_set_commands')$$)").fetchall()
     assert [r[0] for r in on_workers] == ["on,local", "on,local"]
+
+
+CLUSTER_ONLY = {"chunk_sessions", "_distributed_tables", "_distribute_tables", "_distribute_code"}
+
+
+def test_the_last_release_distributed_is_upgraded_by_migrate(coord, cluster, conn):
+    """The cluster of this file was distributed by the last release's sql/ and upgraded by this
+    checkout's migrate: every migration since applied, the functions of a single node of this
+    checkout on every node (plus the cluster's own), the same definitions everywhere."""
+    from pyrecall import _migrate
+
+    if not UPGRADE:
+        pytest.skip("needs git and the repository's history (the last release's sql/)")
+    report, old = UPGRADE["report"], UPGRADE["old"]
+    assert report.citus
+    assert report.applied == [f.name for f in _migrate.sql_files("incremental")
+                              if not (old / "incremental" / f"{f.name}.sql").exists()]
+    signatures = ("select p.oid::regprocedure::text from pg_proc p "
+                  "where p.pronamespace = 'recall'::regnamespace order by 1")
+    on_cluster = {r[0] for r in coord.execute(signatures)}
+    single = {r[0] for r in conn.execute(signatures)}
+    assert {f for f in on_cluster - single if f.split("(")[0][len("recall."):] not in CLUSTER_ONLY
+            and f != "recall.distribute(integer)"} == set()
+    assert single - on_cluster == set()
+    fp = _fingerprint(coord)
+    assert fp["functions_on_workers"] == [fp["functions"]] * 2
+
+
+def _comparable(fp: dict) -> dict:
+    """A fingerprint without the numbers Citus gives per database (co-location ids)."""
+    out = dict(fp)
+    out["tables"] = [t.rsplit(":", 1)[0] for t in fp["tables"]]
+    out["delegated"] = [d.rsplit(":", 1)[0] for d in fp["delegated"]]
+    return out
+
+
+def test_a_fresh_distribution_is_the_upgraded_cluster(coord, cluster):
+    """`make citus-up` of this checkout on a new database of the same cluster (migrate, then
+    distribute.sql) gives what the upgrade of the last release gave: the same functions on
+    every node, distribution, triggers, policies, constraints and settings; a migrate of it
+    then changes nothing."""
+    from pyrecall import _migrate
+
+    url = _citus.up(DATA_DIR["cluster"], settings=FAST, database="pyrecall_fresh")
+    assert url.endswith("/pyrecall_fresh")
+    with psycopg.connect(url, autocommit=True) as fresh:
+        distributed = _fingerprint(fresh)
+        assert len(distributed["tables"]) >= 7 and len(distributed["triggers"]) >= 7
+        assert len({t.rsplit(":", 1)[1] for t in distributed["tables"] if ":h:" in t}) == 1   # co-located
+        assert sum(d.split(":")[-2] == "0" for d in distributed["delegated"]) >= 20   # by agent_id
+        assert _comparable(distributed) == _comparable(_fingerprint(coord))
+        report = _migrate.migrate(fresh)
+        assert report.applied == [] and report.citus
+        assert _fingerprint(fresh) == distributed
 
 
 def test_citus_up_again_finds_the_running_cluster(cluster, coord):
@@ -356,6 +446,27 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
         assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
 
 
+# released versions called by name: v1-v3 run on a cluster with the plan settings
+# recall._distribute_code gives them; v4, v5 and auto_context v1-v4 do not (docs/SCALING.md)
+RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
+            for fn in ("hybrid_recall", "session_recall") for v in (1, 2, 3)}
+
+
+@pytest.mark.parametrize("name", list(RELEASED))
+def test_released_versions_by_name_give_the_rows_of_a_single_node(coord, cluster, conn, name):
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"rel{tag}").values() for a in v]
+    first = 3 * 10**9 + int(tag, 16) % 10**6 * 100
+    _same_data(coord, agents, first)
+    _same_data(conn, agents, first)
+    query = FakeEmbedder().vector("refund webhook fails")
+    for agent in agents:
+        single = conn.execute(RELEASED[name], [agent, query, AS_OF]).fetchall()
+        assert single, name
+        assert coord.execute(RELEASED[name], [agent, query, AS_OF]).fetchall() == single, name
+
+
 def test_v6_recall_of_a_bound_role_on_the_cluster(coord, cluster):
     """A role bound to its agent: v6's search as the owner after its check, on the agent's
     worker; its agent's rows, 42501 for the other agent (on the other worker)."""
@@ -406,6 +517,15 @@ def test_a_worker_down_fails_its_agents_in_one_line_and_serves_the_others(coord,
         assert "\n" not in error and f"127.0.0.1:{down.port}" in error, result.output
         ok = CliRunner().invoke(main, ["memories", "--agent", served, "--dsn", cluster[0]])
         assert ok.exit_code == 0 and f"memory of {served}" in ok.output, ok.output
+        # an upgrade needs every node: migrate fails in one line naming the node, nothing changed
+        before = coord.execute("select count(*) from pg_dist_object").fetchone()[0]
+        result = CliRunner().invoke(main, ["migrate", "--dsn", cluster[0]])
+        assert result.exit_code == 1
+        error = result.output.strip()
+        assert error == (f"Error: migrate could not begin, nothing was changed: connection to the remote "
+                         f"node postgres@127.0.0.1:{down.port} failed with the following error: "
+                         "Connection refused"), result.output
+        assert coord.execute("select count(*) from pg_dist_object").fetchone()[0] == before
     finally:
         _citus.start_node(down)
 

@@ -53,6 +53,30 @@ def test_destructive_migration_needs_marker(sql_copy):
     assert _sqlcheck.check(sql_copy) == []
 
 
+def test_a_new_migration_must_run_on_citus_too(sql_copy):
+    """Rule 5: what a distributed cluster refuses (tests/test_citus.py runs such migrations)."""
+    f = sql_copy / "incremental" / "900-tokens.sql"
+    f.write_text("alter table recall.messages add column n_tokens int check (n_tokens > 0);\n"
+                 "alter table recall.messages add column date_tokens smallint,\n"
+                 "  add column zz int references recall.config;\n"
+                 "insert into recall.config (key, value) select 'k', 'true'::jsonb\n"
+                 "where exists (select from recall.messages);\n")
+    problems = _sqlcheck.check(sql_copy)
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{f}:1", f"{f}:2", f"{f}:4"]
+    assert "name it" in problems[0] and "name it" in problems[1] and "select 1 from" in problems[2]
+    f.write_text("alter table recall.messages add column n_tokens int\n"
+                 "  constraint messages_n_tokens_check check (n_tokens > 0);\n"
+                 "alter table recall.messages add column date_tokens smallint, add check (date_tokens > 0);\n"
+                 "insert into recall.config (key, value) select 'k', 'true'::jsonb\n"
+                 "where exists (select 1 from recall.messages);\n")
+    assert _sqlcheck.check(sql_copy) == []
+    # a released (pinned) migration is not checked again: it cannot change
+    f.write_text("alter table recall.messages add column n_tokens int check (n_tokens > 0);\n")
+    assert len(_sqlcheck.check(sql_copy)) == 1
+    _sqlcheck.freeze(sql_copy)
+    assert _sqlcheck.check(sql_copy) == []
+
+
 def test_unparseable_sql_reported(sql_copy):
     f = sql_copy / "idempotent" / "900-bad.sql"
     f.write_text("select (1 + ;\n")

@@ -313,13 +313,29 @@ begin
                                       and 'citus.allow_nested_distributed_execution=on' = any (proconfig)) then
     alter function recall.bound_agent() set citus.allow_nested_distributed_execution = on;
   end if;
-  -- the chunker (recall.chunk_sessions) plans its statement with the agents as values: the
-  -- generic plan one node uses cannot be routed by Citus
-  for f in select p.oid::regprocedure as sig from pg_proc p
-           where p.pronamespace = 'recall'::regnamespace and p.proname = '_rechunk'
-             and exists (select from unnest(p.proconfig) g where g like 'plan_cache_mode=%')
+  -- plan settings: Citus cannot plan a generic plan of a query on a distributed table that
+  -- takes parameters ("could not create distributed plan ... parameters in SQL functions").
+  --  * a function set to force_generic_plan on one node (the chunker, which
+  --    recall.chunk_sessions calls with the agents as values; the searches of v3 and v4) plans
+  --    per call on a cluster: auto, under which Citus makes custom plans (v6 does the same for
+  --    its own in sql/released/v6.sql);
+  --  * a SQL-language function that queries a distributed table (the text plans and arms of
+  --    v1-v5, _finish, the statistics) is planned with the call's values: force_custom_plan
+  --    (PostgreSQL 18 plans a SQL function's statements through the plan cache; the setting
+  --    also keeps it from being inlined into its caller's query)
+  -- (the released files are not changed: these are settings of their functions on a cluster,
+  -- put back by every migrate after a create or replace undoes them)
+  for f in select p.oid::regprocedure as sig,
+                  case when l.lanname = 'sql' then 'force_custom_plan' else 'auto' end as mode
+           from pg_proc p join pg_language l on l.oid = p.prolang
+           where p.pronamespace = 'recall'::regnamespace and p.prokind = 'f'
+             and ('plan_cache_mode=force_generic_plan' = any (p.proconfig)
+                  or (l.lanname = 'sql' and p.prosrc ~ ('\mrecall\.(' || (
+                        select string_agg(c.relname, '|') from pg_class c
+                        where c.oid = any (recall._distributed_tables())) || ')\M')
+                      and not coalesce('plan_cache_mode=force_custom_plan' = any (p.proconfig), false)))
   loop
-    execute format('alter function %s reset plan_cache_mode', f.sig);
+    execute format('alter function %s set plan_cache_mode = %s', f.sig, f.mode);
   end loop;
 
   -- 5. settings every node needs (ALTER DATABASE: new sessions, workers included)

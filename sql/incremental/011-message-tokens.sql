@@ -29,12 +29,17 @@
 -- Adding nullable columns without a default rewrites nothing (an instant ACCESS EXCLUSIVE
 -- lock). Run once, in a transaction, by `pyrecall migrate`. Released: never edit; change in a
 -- new file.
-alter table recall.messages add column n_tokens int check (n_tokens > 0);
-alter table recall.messages add column date_tokens smallint check (date_tokens > 0);
+-- (constraints named as PostgreSQL would name them, in a command of their own, and a select
+-- list below: a Citus coordinator refuses an ADD COLUMN with an unnamed constraint and a
+-- select with no select list over the shards; docs/SCALING.md)
+alter table recall.messages add column n_tokens int;
+alter table recall.messages add constraint messages_n_tokens_check check (n_tokens > 0);
+alter table recall.messages add column date_tokens smallint;
+alter table recall.messages add constraint messages_date_tokens_check check (date_tokens > 0);
 comment on column recall.messages.n_tokens is
   'Tokens of the turn as a passage holds it ("Speaker: text" and the blank line after it), by the embedding model; NULL until the embed worker counts it.';
 comment on column recall.messages.date_tokens is
   'Tokens of the date line ("[D Month YYYY]") of a passage this message opens, by the embedding model; NULL until counted.';
 insert into recall.config (key, value)
 select 'message_tokens_backfill', 'true'::jsonb
-where exists (select from recall.messages);
+where exists (select 1 from recall.messages);
