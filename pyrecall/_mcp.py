@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import psycopg
 from mcp.server.mcpserver import MCPServer
@@ -320,6 +320,38 @@ def _memory_out(m: Memory, infos: dict[str, _render.SessionInfo]) -> MemoryOut:
                      section=_render.section_of(m))
 
 
+def plain_schema(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A tool's output schema as pydantic writes it, with the same meaning in the plainest
+    terms: every ``$ref`` to ``$defs`` written out in place, and an optional field's
+    ``anyOf: [{"type": T}, {"type": "null"}]`` written ``"type": [T, "null"]``. An SDK client
+    checks every result against the schema (jsonschema, in Python): a recall of 10 memories
+    took ~7 ms to check as pydantic writes it, ~10% of the call (bench/LOG.md).
+
+    >>> plain_schema({"$defs": {"M": {"type": "object", "properties": {"a": {"anyOf": [
+    ...     {"type": "string"}, {"type": "null"}], "title": "A"}}}},
+    ...     "type": "array", "items": {"$ref": "#/$defs/M"}})
+    {'type': 'array', 'items': {'type': 'object', 'properties': {'a': {'title': 'A', 'type': ['string', 'null']}}}}
+    """
+    if defs is None and isinstance(schema, dict):
+        defs = schema.get("$defs", {})
+    if isinstance(schema, list):
+        return [plain_schema(s, defs) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs and len(schema) == 1:
+        return plain_schema(defs[ref[8:]], defs)
+    out = {k: plain_schema(v, defs) for k, v in schema.items() if k != "$defs"}
+    branches = out.get("anyOf")
+    if (isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches
+            and "type" not in out):
+        other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+        if set(other) == {"type"} and isinstance(other["type"], str):
+            del out["anyOf"]
+            out["type"] = [other["type"], "null"]
+    return out
+
+
 def _result(text: str, out: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=out.model_dump(mode="json"))
@@ -542,6 +574,8 @@ def build_server(backend: Backend) -> RecallServer:
                                                 idempotent_hint=True, open_world_hint=False))
     for tool in server._tool_manager.list_tools():
         tool.parameters["additionalProperties"] = False
+        if tool.fn_metadata.output_schema is not None:   # read live by the SDK (FuncMetadata)
+            tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
     return server
 
 

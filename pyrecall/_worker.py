@@ -45,6 +45,13 @@ BACKOFF_CAP_S = 6 * 3600
 # times after embedding 100k chunks: bench/LOG.md). VACUUM (ANALYZE) also gives the planner
 # the new statistics.
 VACUUM_MIN_ROWS = 1000
+# Messages counted per statement by count_messages (the backfill).
+COUNT_BATCH = 1000
+# A message's text as a passage holds it, and the date line of a passage it opens: what
+# messages.n_tokens and date_tokens count (sql/incremental/011-message-tokens.sql; the passages
+# of hybrid_recall_v7 are written from the same expressions).
+_TURN_TEXT = "recall._speaker(m.role, m.metadata) || ': ' || m.content || E'\\n\\n'"
+_DATE_LINE = "'[' || to_char(m.created_at at time zone 'UTC', 'FMDD FMMonth YYYY') || E']\\n'"
 
 
 @dataclass
@@ -57,6 +64,7 @@ class EmbedReport:
     pending: int = 0      # still pending at the end (dry run: what would be embedded)
     seconds: float = 0.0
     vacuumed: bool = False  # the run wrote VACUUM_MIN_ROWS chunks or more and vacuumed them
+    counted: int = 0        # messages whose token counts (messages.n_tokens, date_tokens) it recorded
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -202,6 +210,7 @@ class Worker:
         self._after = 0
         self._scope = agent       # the agent the next claim is limited to (None: all)
         self._installed_dim: int | None = None
+        self._has_message_tokens: bool | None = None
         self.progress = progress
 
     def run(self, *, max_batches: int | None = None) -> EmbedReport:
@@ -217,6 +226,7 @@ class Worker:
                     break
                 batches += 1
         self._scope = self.agent
+        report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
         report.vacuumed = self._vacuum(report)
         report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
                                        model=self.model_filter, filter=self.filter)
@@ -316,7 +326,26 @@ class Worker:
                  from unnest(%s::bigint[], %s::vector[], %s::int[]) as v(chunk_id, embedding, n_tokens)
                 where c.chunk_id = v.chunk_id{}""").format(self._in_scope()),
             [self.embedder.model, ids, vectors, tokens, *self._scope_params()])
+        # the turns of the chat chunks embedded: their token counts (all again when re-embedding)
+        if self._message_tokens():
+            report.counted += _count(self.conn, self.embedder, self.conn.execute(sql.SQL(
+                """select m.agent_id, m.message_id, {turn}, {date}
+                     from recall.chunks c
+                     join recall.messages m on m.agent_id = c.agent_id and m.message_id = any(c.message_ids)
+                    where c.chunk_id = any(%s){} and c.kind in ('window', 'turn_pair', 'message')
+                      and m.kind = 'text' and (%s or m.n_tokens is null)""").format(
+                    self._in_scope(), turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE)),
+                [ids, *self._scope_params(), self.model_filter is not None]).fetchall())
         report.embedded += len(rows)
+
+    def _message_tokens(self) -> bool:
+        """Whether the database has messages.n_tokens (migration 011-message-tokens): a
+        database not migrated yet is embedded all the same."""
+        if self._has_message_tokens is None:
+            self._has_message_tokens = self.conn.execute(
+                "select exists (select from pg_attribute where attrelid = 'recall.messages'::regclass "
+                "and attname = 'n_tokens' and not attisdropped)").fetchone()[0]
+        return self._has_message_tokens
 
     def _dim(self) -> int:
         if self._installed_dim is None:
@@ -338,6 +367,54 @@ class Worker:
 
     def _scope_params(self) -> list:
         return [self._scope] if self._scope is not None else []
+
+
+def _count(conn: psycopg.Connection, embedder: Embedder, rows: list[tuple[str, int, str, str]]) -> int:
+    """Record messages.n_tokens and date_tokens of (agent_id, message_id, turn text, date line)
+    rows by the embedder's count; how many messages (each once)."""
+    dates: dict[str, int] = {}
+    by_agent: dict[str, dict[int, tuple[int, int]]] = {}
+    for agent_id, message_id, turn, date in rows:
+        if date not in dates:
+            dates[date] = max(1, embedder.count_tokens(date))
+        mine = by_agent.setdefault(agent_id, {})
+        if message_id not in mine:      # a turn in two windows of the batch: counted once
+            mine[message_id] = (max(1, embedder.count_tokens(turn)), dates[date])
+    # one statement per agent: on a Citus cluster each goes to the agent's shard
+    for agent_id, counts in by_agent.items():
+        conn.execute(
+            """update recall.messages m set n_tokens = v.n_tokens, date_tokens = v.date_tokens
+                 from unnest(%s::bigint[], %s::int[], %s::smallint[]) as v(message_id, n_tokens, date_tokens)
+                where m.agent_id = %s and m.message_id = v.message_id""",
+            [list(counts), [c[0] for c in counts.values()], [c[1] for c in counts.values()], agent_id])
+    return sum(len(c) for c in by_agent.values())
+
+
+def count_messages(conn: psycopg.Connection, embedder: Embedder, *, agent: str | None = None) -> int:
+    """The messages stored before their token counts existed (migration 011-message-tokens
+    sets the config key message_tokens_backfill when there were some): count the text
+    messages not counted yet (``agent``'s only, if given), in message_id order, and remove the
+    key once all agents are done. Worker.run calls this; nothing to do (one read of
+    recall.config) once the key is gone. How many messages it counted."""
+    if conn.execute("select from recall.config where key = 'message_tokens_backfill'").fetchone() is None:
+        return 0
+    counted, after = 0, 0
+    while True:
+        with conn.transaction():
+            rows = conn.execute(sql.SQL(
+                """select m.agent_id, m.message_id, {turn}, {date}
+                     from recall.messages m
+                    where m.message_id > %(after)s and m.n_tokens is null and m.kind = 'text'
+                      and (%(agent)s::text is null or m.agent_id = %(agent)s)
+                    order by m.message_id
+                    limit %(n)s""").format(turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE)),
+                {"agent": agent, "after": after, "n": COUNT_BATCH}).fetchall()
+            if not rows:
+                if agent is None:
+                    conn.execute("delete from recall.config where key = 'message_tokens_backfill'")
+                return counted
+            after = rows[-1][1]
+            counted += _count(conn, embedder, rows)
 
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],

@@ -416,6 +416,36 @@ def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, n
         assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single, name
 
 
+def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
+    """hybrid_recall (v7) with a budget: chat messages chunked, embedded and counted by the
+    worker, the budget filled turn by turn on the agent's worker, as on one node (ids aside:
+    each server numbers its own messages)."""
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"tf{tag}").values() for a in v]
+    for c in (coord, conn):
+        for agent in agents:
+            c.execute("insert into recall.sessions (session_id, agent_id, metadata, started_at) "
+                      "values (%s, %s, '{\"chunking\": \"window\"}', '2026-03-01')", [f"{agent}-chat", agent])
+            for i in range(8):
+                c.execute("insert into recall.messages (session_id, agent_id, role, content, created_at, metadata) "
+                          "values (%s, %s, 'user', %s, '2026-03-01'::timestamptz + %s * interval '1 minute', %s)",
+                          [f"{agent}-chat", agent, f"turn {i}: the refund webhook {'fails' if i % 3 else 'retries'}",
+                           i, json.dumps({"speaker": "ann" if i % 2 else "bob"})])
+        if c is coord:     # on a cluster the importers chunk with recall.chunk_sessions
+            c.execute("select recall.chunk_sessions(%s, %s)", [agents, [f"{a}-chat" for a in agents]])
+        Worker(c, FakeEmbedder()).run()
+        assert c.execute("select count(*) from recall.messages where agent_id = any(%s) and n_tokens is null",
+                         [agents]).fetchone()[0] == 0
+    query = FakeEmbedder().vector("refund webhook fails")
+    call = ("select session_id, content, n_tokens, cumulative_tokens from recall.hybrid_recall("
+            "%s, 'refund webhook fails', %s, k => 10, token_budget => 30, as_of => %s)")
+    for agent in agents:
+        single = conn.execute(call, [agent, query, AS_OF]).fetchall()
+        assert single and single[-1][3] <= 30 and any("\n\n" in r[1] for r in single), single
+        assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
+
+
 # released versions called by name: v1-v3 run on a cluster with the plan settings
 # recall._distribute_code gives them; v4, v5 and auto_context v1-v4 do not (docs/SCALING.md)
 RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"

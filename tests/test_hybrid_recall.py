@@ -238,16 +238,22 @@ def test_token_budget_cut(conn, budget, expected_count):
 
 
 def test_first_row_larger_than_budget_gives_no_rows_even_if_smaller_ones_follow(conn):
-    """v1-v4; v5 (the stable name) trims the first row and goes on: below."""
+    """v1-v4; v5 trims the first row and goes on; v7 (the stable name) skips the turn that does
+    not fit and takes the next that does, trimming only when none fits (tests/test_recall_v7.py)."""
     add_chunk(conn, "deploy " + "y" * 400, importance=1.0)
     add_chunk(conn, "deploy small", importance=0.0)
     args = dict(query_text="deploy", token_budget=50,
                 vector_weight=0, text_weight=0, recency_weight=0, importance_weight=1)
     assert recall(conn, "hybrid_recall_v4", **args) == []
-    rows = recall(conn, **args)
+    rows = recall(conn, "hybrid_recall_v5", **args)
     # one 400-character word: cut inside it (not back to "deploy"), the budget's share of it
     assert len(rows) == 1 and rows[0][3].startswith("System: deploy yyy")
     assert rows[0][10] == rows[0][11] == 50 and rows[0][12]["trimmed_from_tokens"] > 50
+    rows = recall(conn, **args)
+    assert [r[3] for r in rows] == ["System: deploy small"] and "trimmed_from_tokens" not in rows[0][12]
+    # with room for no turn at all, the best one trimmed
+    rows = recall(conn, **{**args, "token_budget": 5})
+    assert len(rows) == 1 and rows[0][3] == "System: deploy" and rows[0][10] <= 5
 
 
 def test_keyword_fallback_without_any_embedding(conn):

@@ -76,6 +76,7 @@ def test_tools_listed_and_each_answers(memories):
         assert TOOLS <= set(by_name)
         for t in listed:
             assert t.output_schema and t.output_schema["type"] == "object", t.name
+            assert "$ref" not in str(t.output_schema), t.name      # written out (plain_schema)
             assert t.input_schema.get("additionalProperties") is False, t.name
         assert by_name["recall"].input_schema["required"] == ["query"]
         # named as recall.auto_context names it; "task", its former name, is accepted unlisted
@@ -119,6 +120,48 @@ def test_tools_listed_and_each_answers(memories):
     assert by_session.structured_content["memories"][0]["session_id"] == "a-deploy"
     assert recent.structured_content["memories"]
     assert future.structured_content["memories"] == [] and "nothing found" in text(future)
+
+
+def test_output_schemas_are_plain_and_mean_what_pydantic_wrote():
+    """The published output schemas hold no $ref and no optional-field anyOf (an SDK client
+    checks every result against them); each accepts and refuses the same instances as the
+    schema pydantic writes for the tool's model."""
+    import json
+
+    import jsonschema
+
+    from pyrecall._mcp import ContextOut, RecallOut, SessionsOut, plain_schema
+
+    memory = {"id": 7, "content": "docker compose up", "score": 0.5, "kind": "window",
+              "session_id": "s", "created_at": "2026-01-01T00:00:00+00:00", "memory_id": None,
+              "memory_kind": None, "session_title": "Deploy", "section": None}
+    session = {"session_id": "s", "title": None, "project": "api", "branch": None,
+               "started_at": "2026-01-01", "ended_at": None, "messages": 2, "chunks": 1}
+    cases = {
+        RecallOut: [{"memories": [memory], "source": "hybrid", "note": None},
+                    {"memories": [], "source": "keyword"},
+                    {"memories": [memory | {"created_at": None, "memory_id": 3}], "source": "hybrid"}],
+        ContextOut: [{"markdown": "", "memories": [memory | {"section": "pinned"}], "source": "hybrid"}],
+        SessionsOut: [{"sessions": [session]}],
+    }
+    bad = {
+        RecallOut: [{"memories": [{k: v for k, v in memory.items() if k != "content"}], "source": "x"},
+                    {"memories": [memory | {"created_at": 3}], "source": "x"},
+                    {"memories": [memory | {"memory_id": "3"}], "source": "x"},
+                    {"memories": [memory], "source": None}],
+        ContextOut: [{"markdown": None, "memories": [], "source": "x"}],
+        SessionsOut: [{"sessions": [session | {"messages": None}]}],
+    }
+    for model, good in cases.items():
+        original = model.model_json_schema()
+        plain = plain_schema(original)
+        assert "$ref" not in json.dumps(plain) and "anyOf" not in json.dumps(plain), model
+        for schema in (original, plain):
+            for instance in good:
+                jsonschema.validate(instance, schema)
+            for instance in bad[model]:
+                with pytest.raises(jsonschema.ValidationError):
+                    jsonschema.validate(instance, schema)
 
 
 # ---------------------------------------------------------------- one agent, bound by the database

@@ -116,7 +116,12 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                         assert call(conn, "hybrid_recall_v6", **args) == call(conn, "hybrid_recall_v5", **args)
                         v6 = call(conn, "session_recall_v6", **sargs)
                         assert v6 == call(conn, "session_recall_v5", **sargs)
-                        assert call(conn, "hybrid_recall", **args) == call(conn, "hybrid_recall_v6", **args)
+                        # the stable name calls v7 (v6's rows without a budget; its own fill
+                        # with one), for every caller as for the owner
+                        v7 = call(conn, "hybrid_recall_v7", **args)
+                        assert call(conn, "hybrid_recall", **args) == v7
+                        if args.get("token_budget") is None:
+                            assert v7 == call(conn, "hybrid_recall_v6", **args)
                     seen += len(v6)
             for task in (None, "docker deploy failed"):
                 for kw in (dict(), dict(project="shop"), dict(token_budget=120), dict(as_of=AS_OF)):
@@ -128,6 +133,24 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                     assert {r[16] for r in v6} == {agent}    # agent_id column
                     seen += len(v6)
     assert seen > 100
+
+
+@pytest.mark.parametrize("caller", ["admin", "setting", "bound"])
+def test_v7_fills_the_same_for_every_caller_that_may_read(world_url, who, caller):
+    """hybrid_recall_v7's fill runs as the caller, under row-level security: each caller that
+    may read an agent gets the owner's rows, budget or not."""
+    conn, agents = connect(world_url, who, caller)
+    seen = 0
+    with conn, owner(world_url) as own:
+        for agent in agents:
+            for text, vector in QUERIES:
+                for case in CASES:
+                    args = dict(agent_id=agent, query_text=text, query_embedding=vector, **case)
+                    as_of = dict(as_of=args.pop("as_of", AS_OF))   # one now() for both connections
+                    mine = call(conn, "hybrid_recall_v7", **args, **as_of)
+                    assert mine == call(own, "hybrid_recall_v7", **args, **as_of)
+                    seen += len(mine)
+    assert seen > 50
 
 
 def refused(conn, sql, params=()):

@@ -22,7 +22,7 @@ from conftest import drop_database, new_database
 from fake_embedder import FakeEmbedder
 from pgvector.psycopg import register_vector
 
-from pyrecall import _migrate
+from pyrecall import _migrate, _worker
 from pyrecall._ingest import ingest
 from pyrecall._worker import Worker
 from pyrecall.importers._records import Message, Session
@@ -115,6 +115,11 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server_url, tmp_path, mon
             report = _migrate.migrate(conn)
             assert report.applied == [f.name for f in _migrate.sql_files("incremental")
                                       if not (old / "incremental" / f"{f.name}.sql").exists()]
+            # 011-message-tokens: the messages written before are counted once by the worker,
+            # which then removes the backfill key (a fresh install never had it)
+            assert _worker.count_messages(conn, FakeEmbedder()) == 3
+            assert conn.execute("select count(*) from recall.messages "
+                                "where n_tokens is null").fetchone()[0] == 0
         with psycopg.connect(fresh, autocommit=True) as conn:
             _migrate.migrate(conn, dim=384)
         a, b = snapshot(upgraded), snapshot(fresh)
@@ -215,8 +220,14 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
             before = table_rows(conn)
             found = {name: conn.execute(q, {"q": ids["query"]}).fetchall() for name, q in recall_sql.items()}
             report = _migrate.migrate(conn)
-            assert report.applied == ["010-agent-first-keys"]
+            assert report.applied == ["010-agent-first-keys", "011-message-tokens"]
             after = table_rows(conn)
+            # 011-message-tokens adds the messages' token counts (NULL until the worker counts)
+            added = {"n_tokens": None, "date_tokens": None}
+            assert all(json.loads(r).items() >= added.items() for r in after["messages"])
+            after["messages"] = sorted(json.dumps({k: v for k, v in json.loads(r).items() if k not in added})
+                                       for r in after["messages"])
+            before["messages"] = sorted(json.dumps(json.loads(r)) for r in before["messages"])
             # recall.config gains the keys later files add (and their defaults move with the
             # migration); every key set before is kept, and a value set by hand is kept as it was
             config_before, config_after = before.pop("config"), after.pop("config")

@@ -115,8 +115,8 @@ def bench():
               show_default=True,
               help="The methods to ask, comma-separated: dense, text, hybrid_recall, "
                    "session_recall (the stable names), or a version: hybrid_recall_v4, "
-                   "hybrid_recall_v5, session_recall_v4, session_recall_v5, or the development "
-                   "hybrid_recall_turns (the budget filled turn by turn).")
+                   "hybrid_recall_v5, hybrid_recall_v6, hybrid_recall_v7 (the budget filled turn "
+                   "by turn), session_recall_v4, session_recall_v5, session_recall_v6.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
@@ -140,7 +140,7 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversati
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --one-agent
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --budgets 250,1000
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \\
-        --methods hybrid_recall_v4,hybrid_recall_v5,session_recall_v4,session_recall_v5
+        --methods hybrid_recall_v6,hybrid_recall_v7,session_recall_v6
     """
     from . import locomo
 

@@ -258,13 +258,13 @@ DEFAULT_METHODS = (
 )
 # the stable names, and the versions in development beside them (V5_METHODS)
 FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
-             "hybrid_recall_v5", "session_recall_v5", "hybrid_recall_turns"}
+             "hybrid_recall_v5", "session_recall_v5", "hybrid_recall_v6", "session_recall_v6",
+             "hybrid_recall_v7"}
 # every method `bench locomo --methods` can name: the defaults, and each version by its name
 METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
-    for fn in ("hybrid_recall", "session_recall") for v in ("v4", "v5")} | {
-    # the development turn-by-turn fill (sql/idempotent/065-recall-turns.sql)
-    "hybrid_recall_turns": Method("hybrid_recall_turns", function="hybrid_recall_turns")}
+    for fn in ("hybrid_recall", "session_recall") for v in ("v4", "v5", "v6")} | {
+    "hybrid_recall_v7": Method("hybrid_recall_v7", function="hybrid_recall_v7")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
@@ -277,7 +277,7 @@ def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
         names.append("token_budget")
     args = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names)
-    columns = "session_id, message_ids, n_tokens" if budget else "session_id, message_ids"
+    columns = "session_id, message_ids, n_tokens, content" if budget else "session_id, message_ids"
     return sql.SQL("select {} from {}({})").format(
         sql.SQL(columns), sql.Identifier("recall", method.function), args)
 
@@ -412,10 +412,16 @@ def fill(ranked: Iterable[tuple[Sequence[str], int]], budget: int) -> list[tuple
 
 def _budget_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
     keys = ["recall", "all", "tokens"]
+    counted = [r for _, r in rows if "model_tokens" in r]
     by_cat = defaultdict(list)
     for cat, r in rows:
         by_cat[cat].append(r)
     out = _mean([r for _, r in rows], keys)
+    if counted:
+        # the contexts as the model counts their text (each row's content): how many exceed
+        # the budget, and by how much at most
+        out["over"] = round(sum(r["model_tokens"] > r["budget"] for r in counted) / len(counted), 4)
+        out["over_max"] = max(max(r["model_tokens"] - r["budget"] for r in counted), 0)
     out["by_category"] = {str(c): {**_mean(by_cat[c], keys), "n": len(by_cat[c])}
                           for c in sorted(by_cat)}
     return out
@@ -423,10 +429,13 @@ def _budget_summary(rows: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
 
 def evaluate_budgets(conn: psycopg.Connection, questions: Sequence[Question], embeddings: Sequence,
                      methods: Sequence[Method], budgets: Sequence[int], *, k: int = 200,
-                     progress: Callable[[str, int], Callable[[int], None]] | None = None
-                     ) -> dict[str, dict[str, Any]]:
+                     progress: Callable[[str, int], Callable[[int], None]] | None = None,
+                     counter: Embedder | None = None) -> dict[str, dict[str, Any]]:
     """Each method asked with ``token_budget`` = each budget (the function fills it), scored
-    by score_context: {method: {str(budget): {recall, all, tokens, by_category}}}."""
+    by score_context: {method: {str(budget): {recall, all, tokens, by_category}}}; with
+    ``counter`` (an embedder), also the share of contexts whose text its model counts above
+    the budget ("over": each row's content counted, summed) and the largest excess
+    ("over_max")."""
     dia_of = dict(conn.execute("select message_id, external_id from recall.messages").fetchall())
     results = {}
     for method in methods:
@@ -436,8 +445,12 @@ def evaluate_budgets(conn: psycopg.Connection, questions: Sequence[Question], em
         for question, embedding in zip(questions, embeddings, strict=True):
             for b in budgets:
                 got = ask(conn, method, question, embedding, k, statement=statement, token_budget=b)
-                context = [([dia_of[m] for m in ids or () if m in dia_of], n) for _, ids, n in got]
-                rows[b].append((question.category, score_context(context, question)))
+                context = [([dia_of[m] for m in ids or () if m in dia_of], n) for _, ids, n, _ in got]
+                scored = score_context(context, question)
+                if counter is not None:
+                    scored = {**scored, "budget": b,
+                              "model_tokens": sum(counter.count_tokens(text) for *_, text in got)}
+                rows[b].append((question.category, scored))
             if advance:
                 advance(1)
         results[method.name] = {str(b): _budget_summary(rows[b]) for b in budgets}
@@ -565,7 +578,7 @@ def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT
         scores = evaluate(conn, dataset.questions, embeddings, methods, ks=ks, progress=progress)
         if budgets:
             at_budget = evaluate_budgets(conn, dataset.questions, embeddings, methods, budgets,
-                                         progress=progress)
+                                         progress=progress, counter=embedder)
             for name, figures in at_budget.items():
                 scores[name]["budget"] = figures
     if budgets and baselines:

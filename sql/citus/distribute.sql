@@ -87,6 +87,16 @@ begin
 end
 $$;
 
+create or replace function recall._messages_after_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+  return null;   -- on a Citus cluster: recall.chunk_sessions
+end
+$$;
+
 create or replace function recall._sessions_after_update()
 returns trigger
 language plpgsql volatile security invoker

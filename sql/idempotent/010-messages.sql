@@ -131,7 +131,10 @@ begin
 end
 $$;
 
--- _message_before_update: the identity of a message does not move between sessions or agents
+-- _message_before_update: the identity of a message does not move between sessions or agents;
+-- a change of what its text in a passage is made of (content, role, metadata: the speaker;
+-- created_at: the date line) makes its token counts (011-message-tokens) unknown again, unless
+-- the same statement sets them
 create or replace function recall._message_before_update()
 returns trigger
 language plpgsql volatile security invoker
@@ -143,7 +146,18 @@ begin
     raise exception 'session_id, agent_id, seq and external_id of a message cannot change'
       using errcode = '23514';
   end if;
-  perform recall._check_message(new);
+  -- (checked only when a checked column changes: an update of the token counts alone, the
+  -- embed worker's, passes on a Citus shard too, where NEW is of the shard's row type)
+  if (new.role, new.kind, new.content, new.importance, new.metadata)
+     is distinct from (old.role, old.kind, old.content, old.importance, old.metadata) then
+    perform recall._check_message(new);
+  end if;
+  if (new.content, new.role, new.metadata, new.created_at)
+     is distinct from (old.content, old.role, old.metadata, old.created_at)
+     and (new.n_tokens, new.date_tokens) is not distinct from (old.n_tokens, old.date_tokens) then
+    new.n_tokens := null;
+    new.date_tokens := null;
+  end if;
   return new;
 end
 $$;
@@ -650,6 +664,32 @@ begin
 end
 $$;
 
+-- _messages_after_update: _messages_after_change for the sessions of the messages an UPDATE
+-- changed other than in their token counts (011-message-tokens): the embed worker's count of a
+-- message re-derives no chunk
+create or replace function recall._messages_after_update()
+returns trigger
+language plpgsql volatile security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  changed bigint;
+begin
+  select recall._rechunk(array_agg(o.agent_id), array_agg(o.session_id),
+                         array_agg(recall._redo_from(o.agent_id, o.session_id, o.min_seq)))
+    into changed
+  from (select o.agent_id, o.session_id, min(o.seq) as min_seq
+        from old_rows o
+        join new_rows n on n.agent_id = o.agent_id and n.message_id = o.message_id
+        where to_jsonb(n) - '{n_tokens,date_tokens}'::text[] is distinct from to_jsonb(o) - '{n_tokens,date_tokens}'::text[]
+        group by o.agent_id, o.session_id) o;
+  if changed > 0 then
+    perform pg_notify('recall_chunks', 'pending');
+  end if;
+  return null;
+end
+$$;
+
 -- _sessions_after_update: a session's project, branch or metadata live in its chunks' metadata
 create or replace function recall._sessions_after_update()
 returns trigger
@@ -687,8 +727,8 @@ create trigger messages_after_insert after insert on recall.messages
 
 drop trigger if exists messages_after_update on recall.messages;
 create trigger messages_after_update after update on recall.messages
-  referencing old table as old_rows
-  for each statement execute function recall._messages_after_change();
+  referencing old table as old_rows new table as new_rows
+  for each statement execute function recall._messages_after_update();
 
 drop trigger if exists messages_after_delete on recall.messages;
 create trigger messages_after_delete after delete on recall.messages
