@@ -32,18 +32,21 @@ FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
 
 DATA_DIR: dict[str, Path] = {}
 ROOT = Path(__file__).resolve().parent.parent
-# how the cluster was made: distributed by the last release, then upgraded by HEAD's migrate
+# how the cluster was made: distributed by the release before the newest, upgraded by HEAD's migrate
 UPGRADE: dict[str, object] = {}
 
 
-def last_release_sql(dest: Path) -> tuple[str, Path] | None:
-    """(commit, its sql/) of the last release: the last commit that changed sql/frozen.txt.
-    None without git or the repository's history (a shallow clone, an unpacked wheel)."""
+def previous_release_sql(dest: Path) -> tuple[str, Path] | None:
+    """(commit, its sql/) of the release before the newest: the commits that added a
+    sql/released/vN.sql, the second newest (so that the upgrade spans at least the newest
+    release's migrations and files, and whatever is in development). None without git or the
+    repository's history (a shallow clone, an unpacked wheel)."""
     try:
-        rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", "sql/frozen.txt"],
-                             capture_output=True, check=True, text=True).stdout.strip()
-        if not rev:
+        revs = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
+                               "sql/released/v*.sql"], capture_output=True, check=True, text=True).stdout.split()
+        if not revs:
             return None
+        rev = revs[1] if len(revs) > 1 else revs[0]
         tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sql"], capture_output=True,
                              check=True).stdout
     except (OSError, subprocess.CalledProcessError):
@@ -56,7 +59,7 @@ def last_release_sql(dest: Path) -> tuple[str, Path] | None:
 @pytest.fixture(scope="session")
 def cluster():
     """(coordinator URL, {node name: Node}) of a cluster of this test session: migrated and
-    distributed by the sql/ of the last release, then upgraded by this checkout's
+    distributed by the sql/ of the release before the newest, then upgraded by this checkout's
     `pyrecall migrate` on the coordinator, as a DBA upgrades (HEAD's directly without git)."""
     from pyrecall import _migrate
 
@@ -66,7 +69,7 @@ def cluster():
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-citus-"))
     os.chmod(tmp, 0o755)
     try:
-        release = last_release_sql(tmp / "release")
+        release = previous_release_sql(tmp / "release")
         if release is None:
             url = _citus.up(tmp, base_port=0, settings=FAST)
         else:
@@ -141,14 +144,14 @@ def test_tables_distributed_by_agent_and_co_located(coord):
 CLUSTER_ONLY = {"chunk_sessions", "_distributed_tables", "_distribute_tables", "_distribute_code"}
 
 
-def test_the_last_release_distributed_is_upgraded_by_migrate(coord, cluster, conn):
-    """The cluster of this file was distributed by the last release's sql/ and upgraded by this
+def test_the_previous_release_distributed_is_upgraded_by_migrate(coord, cluster, conn):
+    """The cluster of this file was distributed by the previous release's sql/ and upgraded by this
     checkout's migrate: every migration since applied, the functions of a single node of this
     checkout on every node (plus the cluster's own), the same definitions everywhere."""
     from pyrecall import _migrate
 
     if not UPGRADE:
-        pytest.skip("needs git and the repository's history (the last release's sql/)")
+        pytest.skip("needs git and the repository's history (the previous release's sql/)")
     report, old = UPGRADE["report"], UPGRADE["old"]
     assert report.citus
     assert report.applied == [f.name for f in _migrate.sql_files("incremental")
@@ -174,7 +177,7 @@ def _comparable(fp: dict) -> dict:
 
 def test_a_fresh_distribution_is_the_upgraded_cluster(coord, cluster):
     """`make citus-up` of this checkout on a new database of the same cluster (migrate, then
-    distribute.sql) gives what the upgrade of the last release gave: the same functions on
+    distribute.sql) gives what the upgrade of the previous release gave: the same functions on
     every node, distribution, triggers, policies, constraints and settings; a migrate of it
     then changes nothing."""
     from pyrecall import _migrate
