@@ -366,6 +366,99 @@ def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, c
         assert _chunks(coord, agent) == on_cluster
 
 
+# ---- changing and deleting messages on a cluster: the row trigger's checks run on the shard,
+# recall.chunk_sessions re-chunks (docs/SCALING.md)
+
+EDITED = [("user", "text", "how do we rotate the deploy key?"),
+          ("assistant", "text", "the deploy key rotates with the vault job on mondays"),
+          ("user", "text", "and the refund webhook?"),
+          ("assistant", "text", "the refund webhook retries three times")]
+
+
+def _edited_session(c, agent: str, sid: str) -> None:
+    c.execute("insert into recall.sessions (session_id, agent_id, project) values (%s, %s, 'ops')", [sid, agent])
+    for i, (role, kind, text) in enumerate(EDITED):
+        c.execute("insert into recall.messages (session_id, agent_id, role, kind, content, created_at) "
+                  "values (%s, %s, %s, %s, %s, '2026-03-01'::timestamptz + %s * interval '1 minute')",
+                  [sid, agent, role, kind, text, i])
+
+
+def _found(c, agent: str, words: str) -> list[str]:
+    return [r[0] for r in c.execute("select content from recall.hybrid_recall(%s, %s, k => 20)", [agent, words])]
+
+
+BAD_UPDATES = [  # (set clause, the message of one node)
+    ("role = 'robot'", "unknown role 'robot': expected one of user, assistant, system, tool"),
+    ("kind = 'image'", "unknown kind 'image': expected one of text, thinking, tool_call, tool_result"),
+    ("content = ' '", "empty content: a message needs text (session {sid})"),
+    ("importance = 1.5", "importance must be between 0 and 1, got 1.5"),
+    ("metadata = '[1]'", "metadata must be a JSON object, got a JSON array"),
+    ("seq = 9", "session_id, agent_id, seq and external_id of a message cannot change"),
+]
+
+
+def test_a_message_changed_or_deleted_on_the_cluster_is_rechunked_as_on_one_node(coord, cluster, conn):
+    """An UPDATE of a message's text, role, kind, importance or metadata on the coordinator
+    passes the row trigger's checks on the agent's shard (a bad value is refused with one
+    node's error and SQLSTATE); recall.chunk_sessions then gives the chunks one node's
+    triggers give, and recall finds the new text, not the old; a DELETE the same way; a
+    forgotten session takes its messages and chunks with it."""
+    from pyrecall import Recall
+
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"ed{tag}").values() for a in v]
+    edits = [  # each on the cluster and on one node, then compared
+        "update recall.messages set content = 'the deploy key now rotates in the gitlab pipeline', "
+        "importance = 0.9, metadata = '{\"speaker\": \"Opsbot\"}' where agent_id = %s and session_id = %s and seq = 2",
+        "update recall.messages set role = 'assistant', kind = 'thinking' where agent_id = %s and session_id = %s "
+        "and seq = 4",
+        "delete from recall.messages where agent_id = %s and session_id = %s and seq = 4",
+    ]
+    for agent in agents:
+        sid = f"{agent}-edit"
+        for c in (coord, conn):
+            _edited_session(c, agent, sid)
+        coord.execute("select recall.chunk_sessions(%s, %s)", [[agent], [sid]])
+        assert _chunks(coord, agent) == _chunks(conn, agent)
+        assert any("vault job" in t for t in _found(coord, agent, "vault"))
+
+        # bad values: refused on the shard as on one node, nothing changed
+        for clause, message in BAD_UPDATES:
+            for c in (coord, conn):
+                with pytest.raises(psycopg.errors.CheckViolation) as err:
+                    c.execute(f"update recall.messages set {clause} where agent_id = %s and session_id = %s "
+                              "and seq = 2", [agent, sid])
+                assert err.value.diag.message_primary == message.format(sid=sid), (clause, c)
+        assert coord.execute("select content from recall.messages where agent_id = %s and seq = 2",
+                             [agent]).fetchone()[0] == EDITED[1][2]
+
+        for i, edit in enumerate(edits):
+            for c in (coord, conn):
+                assert c.execute(edit, [agent, sid]).rowcount == 1, edit
+            assert coord.execute("select recall.chunk_sessions(%s, %s)", [[agent], [sid]]).fetchone()[0] > 0
+            assert _chunks(coord, agent) == _chunks(conn, agent), edit
+            assert _on_worker(coord, cluster, agent, "recall.chunks", "true") == len(_chunks(conn, agent))
+            if i == 0:      # the new text is found, the old no more; the new importance is the chunk's
+                assert any("gitlab pipeline" in t for t in _found(coord, agent, "gitlab"))
+                assert _found(coord, agent, "vault") == []
+                assert coord.execute("select importance from recall.chunks where agent_id = %s and first_seq = 1",
+                                     [agent]).fetchone()[0] == pytest.approx(0.9)
+            elif i == 1:
+                assert coord.execute("select kind from recall.chunks where agent_id = %s and first_seq = 4",
+                                     [agent]).fetchone()[0] == "thinking"
+            else:           # the deleted message is found no more
+                assert _found(coord, agent, "retries") == []
+                assert any("gitlab pipeline" in t for t in _found(coord, agent, "gitlab"))
+
+        # forgetting the session: its messages and chunks go with it (no chunk_sessions needed)
+        with Recall(cluster[0], embedder=FakeEmbedder()) as r:
+            assert r.forget(agent_id=agent, session_id=sid) == 1
+        for table in ("recall.messages", "recall.chunks"):
+            assert coord.execute(f"select count(*) from {table} where agent_id = %s", [agent]).fetchone()[0] == 0
+        assert _found(coord, agent, "gitlab") == []
+
+
 def _same_data(conn, agents: list[str], first_id: int) -> None:
     """The same sessions and chunks (ids, text, vectors, times) on whichever server."""
     emb = FakeEmbedder()

@@ -64,3 +64,24 @@ def test_message_identity_cannot_change(conn, sessions):
     conn.execute("insert into recall.messages (session_id, role, content) values ('s1', 'user', 'a')")
     with pytest.raises(psycopg.errors.CheckViolation, match="cannot change"):
         conn.execute("update recall.messages set session_id = 'other', agent_id = 'a2'")
+
+
+UPDATE_CASES = [c for c in CASES if "session" not in c[2]]   # (a message's session cannot change)
+
+
+@pytest.mark.parametrize("override,exc,message", UPDATE_CASES, ids=[c[2][:40] for c in UPDATE_CASES])
+def test_bad_update_rejected_and_nothing_changed(conn, sessions, override, exc, message):
+    """An UPDATE is checked as an insert is (recall._check_message: the same sentence and
+    SQLSTATE); a statement with one bad row is undone whole."""
+    conn.execute("insert into recall.messages (session_id, agent_id, role, content) "
+                 "values ('s1', 'a1', 'user', 'first'), ('s1', 'a1', 'assistant', 'second')")
+    rows = "select seq, role, kind, content, importance, metadata, created_at from recall.messages order by seq"
+    before = conn.execute(rows).fetchall()
+    chunks = conn.execute("select chunk_id, content from recall.chunks order by 1").fetchall()
+    (column, value), = override.items()
+    with pytest.raises(exc, match="^" + message.replace("(", r"\(")) as err:
+        conn.execute(f"update recall.messages set created_at = created_at + interval '1 hour', {column} = "
+                     f"case when seq = 2 then %s else {column} end", [value])
+    assert err.value.sqlstate == "23514"
+    assert conn.execute(rows).fetchall() == before
+    assert conn.execute("select chunk_id, content from recall.chunks order by 1").fetchall() == chunks

@@ -7,30 +7,36 @@
 
 -- _check_message: one sentence per bad input, raised with SQLSTATE 23514 (check_violation).
 -- _message_before_insert repeats these checks inline: keep the two the same.
-create or replace function recall._check_message(m recall.messages)
+--
+-- It takes the values, not the row: on a Citus cluster the update trigger runs on the shard,
+-- where NEW is of the shard's own row type (recall.messages_102008), which a function taking
+-- a recall.messages row does not accept: the row-typed signature before this one failed there.
+drop function if exists recall._check_message(recall.messages);
+create or replace function recall._check_message(role text, kind text, content text, importance real,
+                                                 metadata jsonb, session_id text)
 returns void
 language plpgsql immutable
 set search_path to pg_catalog, pg_temp
 as $$
 begin
-  if m.role is null or m.role not in ('user', 'assistant', 'system', 'tool') then
+  if role is null or role not in ('user', 'assistant', 'system', 'tool') then
     raise exception 'unknown role %: expected one of user, assistant, system, tool',
-      coalesce(quote_literal(m.role), 'NULL') using errcode = '23514';
+      coalesce(quote_literal(role), 'NULL') using errcode = '23514';
   end if;
-  if m.kind is null or m.kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
+  if kind is null or kind not in ('text', 'thinking', 'tool_call', 'tool_result') then
     raise exception 'unknown kind %: expected one of text, thinking, tool_call, tool_result',
-      coalesce(quote_literal(m.kind), 'NULL') using errcode = '23514';
+      coalesce(quote_literal(kind), 'NULL') using errcode = '23514';
   end if;
-  if m.content is null or btrim(m.content, E' \t\r\n') = '' then
-    raise exception 'empty content: a message needs text (session %)', m.session_id
+  if content is null or btrim(content, E' \t\r\n') = '' then
+    raise exception 'empty content: a message needs text (session %)', session_id
       using errcode = '23514';
   end if;
-  if m.importance is null or m.importance < 0 or m.importance > 1 or m.importance = 'NaN' then
-    raise exception 'importance must be between 0 and 1, got %', coalesce(m.importance::text, 'NULL')
+  if importance is null or importance < 0 or importance > 1 or importance = 'NaN' then
+    raise exception 'importance must be between 0 and 1, got %', coalesce(importance::text, 'NULL')
       using errcode = '23514';
   end if;
-  if m.metadata is not null and jsonb_typeof(m.metadata) <> 'object' then
-    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(m.metadata)
+  if metadata is not null and jsonb_typeof(metadata) <> 'object' then
+    raise exception 'metadata must be a JSON object, got a JSON %', jsonb_typeof(metadata)
       using errcode = '23514';
   end if;
 end
@@ -147,10 +153,11 @@ begin
       using errcode = '23514';
   end if;
   -- (checked only when a checked column changes: an update of the token counts alone, the
-  -- embed worker's, passes on a Citus shard too, where NEW is of the shard's row type)
+  -- embed worker's, costs no call)
   if (new.role, new.kind, new.content, new.importance, new.metadata)
      is distinct from (old.role, old.kind, old.content, old.importance, old.metadata) then
-    perform recall._check_message(new);
+    perform recall._check_message(new.role, new.kind, new.content, new.importance, new.metadata,
+                                  new.session_id);
   end if;
   if (new.content, new.role, new.metadata, new.created_at)
      is distinct from (old.content, old.role, old.metadata, old.created_at)
