@@ -161,12 +161,18 @@ def change_dimension(conn: psycopg.Connection, dim: int) -> None:
 
 
 def cleanup(conn: psycopg.Connection, *, agent: str | None = None) -> int:
-    """Remove chunks whose messages are gone (left by hand-made deletes or an old bug)."""
+    """Remove chunks whose messages are gone (left by hand-made deletes or an old bug).
+
+    (Each chunk's messages looked up by its agent, without a set-returning function in the
+    subquery: Citus runs it on every shard then, each shard on its own. On a cluster, where a
+    DELETE of messages is not re-chunked by itself, ``recall.chunk_sessions`` re-derives the
+    sessions instead: docs/SCALING.md.)"""
     cur = conn.execute(
         """delete from recall.chunks c
             where c.kind <> 'summary' and (%(agent)s::text is null or c.agent_id = %(agent)s)
-              and exists (select from unnest(c.message_ids) id
-                          where not exists (select from recall.messages m where m.message_id = id))""",
+              and not c.message_ids <@ array(select m.message_id from recall.messages m
+                                             where m.agent_id = c.agent_id
+                                               and m.message_id = any (c.message_ids))""",
         {"agent": agent})
     return cur.rowcount
 

@@ -451,12 +451,23 @@ def test_a_message_changed_or_deleted_on_the_cluster_is_rechunked_as_on_one_node
                 assert _found(coord, agent, "retries") == []
                 assert any("gitlab pipeline" in t for t in _found(coord, agent, "gitlab"))
 
-        # forgetting the session: its messages and chunks go with it (no chunk_sessions needed)
         with Recall(cluster[0], embedder=FakeEmbedder()) as r:
+            # a session's project changed through Recall: its chunks are re-chunked (add_session
+            # calls recall.chunk_sessions on a cluster, as an import does)
+            r.add_session(sid, agent, project="billing")
+            assert coord.execute("select array_agg(distinct metadata->>'project') from recall.chunks "
+                                 "where agent_id = %s", [agent]).fetchone()[0] == ["billing"]
+            # a DELETE by hand, not re-chunked: cleanup (`pyrecall embed --cleanup`) removes the
+            # chunk whose message is gone, as on one node
+            coord.execute("delete from recall.messages where agent_id = %s and session_id = %s and seq = 1",
+                          [agent, sid])
+            assert r.cleanup(agent_id=agent) == 1
+            assert _found(coord, agent, "gitlab") == [] and _found(coord, agent, "refund")
+            # forgetting the session: its messages and chunks go with it (no chunk_sessions needed)
             assert r.forget(agent_id=agent, session_id=sid) == 1
         for table in ("recall.messages", "recall.chunks"):
             assert coord.execute(f"select count(*) from {table} where agent_id = %s", [agent]).fetchone()[0] == 0
-        assert _found(coord, agent, "gitlab") == []
+        assert _found(coord, agent, "refund") == []
 
 
 def _same_data(conn, agents: list[str], first_id: int) -> None:
