@@ -160,10 +160,10 @@ def by_name(target: str, chunk_ids: dict[str, list[int]]) -> dict[str, object]:
 
 
 BY_TYPE = {  # a value for a required parameter no name above covers
-    "text": "docker", "integer": 3, "bigint": 1, "boolean": False, "double precision": 0.5,
+    "text": "docker", "integer": 3, "bigint": 1, "boolean": False, "double precision": 0.5, "real": 0.5,
     "jsonb": Jsonb({}), "interval": timedelta(days=30), "timestamp with time zone": AS_OF,
     "tsquery": "docker", "vector": QUERY, "text[]": ["docker"], "integer[]": [0],
-    "bigint[]": [1], "double precision[]": [1.0], "boolean[]": [True], "recall.messages": None,
+    "bigint[]": [1], "double precision[]": [1.0], "boolean[]": [True],
 }
 
 
