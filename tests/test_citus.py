@@ -468,9 +468,15 @@ def test_a_message_changed_or_deleted_on_the_cluster_is_rechunked_as_on_one_node
             assert _found(coord, agent, "gitlab") == [] and _found(coord, agent, "refund")
             # forgetting the session: its messages and chunks go with it (no chunk_sessions needed)
             assert r.forget(agent_id=agent, session_id=sid) == 1
-        for table in ("recall.messages", "recall.chunks"):
+            for table in ("recall.messages", "recall.chunks"):
+                assert coord.execute(f"select count(*) from {table} where agent_id = %s", [agent]).fetchone()[0] == 0
+            assert _found(coord, agent, "refund") == []
+            # and everything of the agent (`pyrecall forget --all`): a memory too
+            coord.execute("select recall.remember(%s, 'the refund webhook is owned by ops')", [agent])
+            assert _found(coord, agent, "refund")
+            assert r.forget(agent_id=agent) >= 1
+        for table in ("recall.sessions", "recall.messages", "recall.chunks"):
             assert coord.execute(f"select count(*) from {table} where agent_id = %s", [agent]).fetchone()[0] == 0
-        assert _found(coord, agent, "refund") == []
 
 
 def _same_data(conn, agents: list[str], first_id: int) -> None:
