@@ -62,7 +62,7 @@ def run(lengths: list[int], appends: int = 30, words: int = 30, *, dsn: str | No
                 walls, cpus, whole_walls, whole_cpus = [], [], [], []
                 for i in range(appends):
                     msg = {"role": ("user", "assistant")[(n + i) % 2], "content": _text(rng, vocab, words)}
-                    w, c = timed(lambda msg=msg: r.add_messages(sid, [msg], agent_id=AGENT))
+                    w, c = timed(lambda msg=msg, sid=sid: r.add_messages(sid, [msg], agent_id=AGENT))
                     walls.append(w)
                     cpus.append(c)
                     # the baseline: the whole session derived again (changes nothing now)
