@@ -80,6 +80,9 @@ def run(lengths: list[int], appends: int = 30, words: int = 30, *, dsn: str | No
                     "whole_ms_p50": _pct(whole_walls, 50),
                     "whole_server_cpu_ms_p50": None if None in whole_cpus else _pct(whole_cpus, 50),
                 }
+                row[chunking]["chunks"] = r.conn.execute(
+                    "select count(*) from recall.chunks where agent_id = %s and session_id = %s",
+                    [AGENT, sid]).fetchone()[0]
                 a, b = row[chunking]["append_server_cpu_ms_p50"], row[chunking]["whole_server_cpu_ms_p50"]
                 row[chunking]["whole_over_append"] = round(b / a, 1) if a and b else None
             out.append(row)
