@@ -262,6 +262,24 @@ def test_bench_ingest_small(server_url):
     assert report["messages_per_s"] > 0 and report["client_cpu_us_per_message"] > 0
 
 
+def test_bench_append_small(server_url):
+    """`bench append`, small: 3 messages appended one by one to a chat session and to a
+    turn-pair session of 20; the chunks are those of the 23 messages (the times are figures)."""
+    result = CliRunner().invoke(main, ["bench", "append", "--lengths", "20", "--appends", "3",
+                                       "--words", "5", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["sessions"]
+    # 23 text messages: windows of 4 every 2 start at 1, 3, ..., 21; 11 user/assistant pairs + 1
+    assert (row["messages"], row["window"]["chunks"], row["turn_pair"]["chunks"]) == (20, 11, 12)
+    assert row["window"]["append_ms_p50"] > 0 and row["turn_pair"]["whole_ms_p50"] > 0
+
+
+@pytest.mark.parametrize("lengths", ["10,x", "0", ""])
+def test_bench_append_bad_lengths_is_one_line(lengths):
+    result = CliRunner().invoke(main, ["bench", "append", "--lengths", lengths])
+    assert result.exit_code == 2 and "--lengths" in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("value, message", [
     ("250,x", "expected numbers separated by commas"),
     ("0,250", "each budget must be between 1 and 1000000"),

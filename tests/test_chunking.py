@@ -1,6 +1,11 @@
 """In-database chunking: exact chunks for every kind, long text, idempotent re-insert."""
 
+import itertools
+import os
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 T0 = "2026-03-01 10:00:00+00"
 
@@ -297,3 +302,78 @@ def test_ingest_from_arrays_equals_ingest_through_copy(conn, db_url, monkeypatch
     assert arrays[0].inserted == 13 and arrays[1].inserted == 0
     assert [len(x) for x in arrays[2:]] == [3, 13, len(arrays[4])] and len(arrays[4]) > 8
     assert arrays == staged
+
+
+# --- chat sessions redone from their last windows ------------------------------------------
+
+_CHAT = itertools.count()
+_KINDS = st.sampled_from([("user", "text"), ("assistant", "text"), ("assistant", "thinking"),
+                          ("assistant", "tool_call"), ("tool", "tool_result")])
+_OPS = st.one_of(
+    st.tuples(st.just("append"), st.lists(st.tuples(_KINDS, st.sampled_from(["a", "b b", "c ```x``` d"])),
+                                          min_size=1, max_size=5)),
+    st.tuples(st.just("delete"), st.integers(0, 60)),
+    st.tuples(st.just("update"), st.integers(0, 60), st.sampled_from(["new", "other words"])),
+    st.tuples(st.just("kind"), st.integers(0, 60), _KINDS),
+)
+
+
+def _chat_chunks(conn, sid):
+    return conn.execute(
+        "select kind, first_seq, part, content, message_ids, metadata, created_at, importance "
+        "from recall.chunks where agent_id = 'a1' and session_id = %s order by kind, first_seq, part",
+        [sid]).fetchall()
+
+
+@settings(max_examples=int(os.environ.get("PYRECALL_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(shape=st.sampled_from([(4, 2), (3, 1), (2, 2), (5, 3), (2, 3), (1, 1), (6, 4)]),
+       start=st.integers(0, 30), ops=st.lists(_OPS, min_size=1, max_size=6))
+def test_chat_session_changed_anywhere_equals_chunking_it_whole(conn, shape, start, ops):
+    """Appending to, editing or deleting from a chat session redoes it from its first window
+    that can change (not whole): whatever the change and the window shape, the chunks are
+    those of chunking the whole session again (which then changes nothing)."""
+    conn.execute("update recall.config set value = %s where key = 'window_messages'", [str(shape[0])])
+    conn.execute("update recall.config set value = %s where key = 'window_stride'", [str(shape[1])])
+    sid = f"chat{next(_CHAT)}"
+    add_session(conn, sid=sid, metadata='{"chunking": "window"}')
+    if start:
+        add(conn, [(("user", "assistant")[i % 2], "text", f"m{i}") for i in range(start)], sid=sid)
+    for op in ops:
+        seqs = [r[0] for r in conn.execute(
+            "select seq from recall.messages where session_id = %s order by seq", [sid])]
+        if op[0] == "append":
+            add(conn, [(role, kind, text, '{"tool_use_id": "t"}' if kind.startswith("tool") else "{}")
+                       for (role, kind), text in op[1]], sid=sid)
+        elif not seqs:
+            continue
+        elif op[0] == "delete":
+            conn.execute("delete from recall.messages where session_id = %s and seq = %s",
+                         [sid, seqs[op[1] % len(seqs)]])
+        elif op[0] == "update":
+            conn.execute("update recall.messages set content = %s where session_id = %s and seq = %s",
+                         [op[2], sid, seqs[op[1] % len(seqs)]])
+        else:
+            conn.execute("update recall.messages set role = %s, kind = %s where session_id = %s and seq = %s",
+                         [*op[2], sid, seqs[op[1] % len(seqs)]])
+        got = _chat_chunks(conn, sid)
+        changed = conn.execute("select recall._rechunk(array['a1'], array[%s], array[-2147483648])",
+                               [sid]).fetchone()[0]
+        assert (changed, _chat_chunks(conn, sid)) == (0, got), op
+
+
+def test_appending_to_a_long_chat_redoes_its_last_windows_only(conn):
+    add_session(conn, metadata='{"chunking": "window"}')
+    add(conn, [(("user", "assistant")[i % 2], "text", f"m{i}") for i in range(100)])
+    add(conn, [("assistant", "thinking", "hmm")])                     # seq 101, not a text message
+    first = conn.execute("select chunk_id, xmin::text from recall.chunks where first_seq = 1").fetchone()
+    # 100 text messages; a window (4, every 2) holding number 101 starts at 99 or later
+    assert conn.execute("select recall._redo_from('a1', 's1', 102)").fetchone()[0] == 99
+    assert conn.execute("select recall._redo_from('a1', 's1', 3)").fetchone()[0] == -2147483648
+    add(conn, [("user", "text", "m100")])
+    assert conn.execute("select chunk_id, xmin::text from recall.chunks where first_seq = 1").fetchone() == first
+    got = [(k, s, c) for k, s, _, c in chunks(conn)][-3:]
+    day = "[1 March 2026]\n"
+    assert got == [("window", 97, day + "User: m96\n\nAssistant: m97\n\nUser: m98\n\nAssistant: m99"),
+                   ("window", 99, day + "User: m98\n\nAssistant: m99\n\nUser: m100"),
+                   ("thinking", 101, "hmm")]

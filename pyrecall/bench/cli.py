@@ -643,6 +643,40 @@ def index_cmd(n_sessions, sample, runs, seed, json_file, dsn):
         Path(json_file).write_text(text + "\n")
 
 
+@bench.command("append")
+@click.option("--lengths", default="100,1000,5000", show_default=True,
+              help="Session lengths (messages) to append to, comma-separated.")
+@click.option("--appends", type=click.IntRange(1), default=30, show_default=True,
+              help="Messages appended one by one to each session.")
+@click.option("--words", type=click.IntRange(1), default=30, show_default=True,
+              help="Words per message (Zipf-drawn from 5,000).")
+@click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
+              help="Server to create a throwaway database on (default: a throwaway embedded "
+                   "server in a temporary directory).")
+@_handle_errors
+def append_cmd(lengths, appends, words, dsn):
+    """What appending one message to a long session costs (a live chat sync, an agent writing
+    turn by turn), for chat sessions (windows) and turn-pair sessions, against deriving the
+    whole session again.
+
+    Prints one JSON report: per session length and chunking, the append's wall p50/p95 and its
+    server CPU time, and the same for the whole session derived again.
+
+    \b
+    Example:
+      pyrecall bench append --lengths 100,1000,5000 --appends 30
+    """
+    from . import append
+
+    try:
+        sizes = [int(x) for x in lengths.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of whole numbers", param_hint="--lengths") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("at least one length, each ≥ 1", param_hint="--lengths")
+    click.echo(json.dumps(append.run(sizes, appends, words, dsn=dsn), indent=2))
+
+
 @bench.command("ingest")
 @click.option("--messages", "n_messages", type=click.IntRange(1), default=100_000, show_default=True,
               help="Messages in all.")
