@@ -454,12 +454,20 @@ def test_a_message_changed_or_deleted_on_the_cluster_is_rechunked_as_on_one_node
                 assert _found(coord, agent, "retries") == []
                 assert any("gitlab pipeline" in t for t in _found(coord, agent, "gitlab"))
 
+        # a session's project changed by an UPDATE: stored, its chunks as they were until
+        # recall.chunk_sessions (docs/SCALING.md)
+        projects = ("select array_agg(distinct metadata->>'project') from recall.chunks "
+                    "where agent_id = %s and kind <> 'memory'")
+        assert coord.execute("update recall.sessions set project = 'infra' where agent_id = %s and session_id = %s",
+                             [agent, sid]).rowcount == 1
+        assert coord.execute(projects, [agent]).fetchone()[0] == ["ops"]
+        coord.execute("select recall.chunk_sessions(%s, %s)", [[agent], [sid]])
+        assert coord.execute(projects, [agent]).fetchone()[0] == ["infra"]
         with Recall(cluster[0], embedder=FakeEmbedder()) as r:
             # a session's project changed through Recall: its chunks are re-chunked (add_session
             # calls recall.chunk_sessions on a cluster, as an import does)
             r.add_session(sid, agent, project="billing")
-            assert coord.execute("select array_agg(distinct metadata->>'project') from recall.chunks "
-                                 "where agent_id = %s", [agent]).fetchone()[0] == ["billing"]
+            assert coord.execute(projects, [agent]).fetchone()[0] == ["billing"]
             # a DELETE by hand, not re-chunked: cleanup (`pyrecall embed --cleanup`) removes the
             # chunk whose message is gone, as on one node
             coord.execute("delete from recall.messages where agent_id = %s and session_id = %s and seq = 1",
