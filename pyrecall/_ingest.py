@@ -47,6 +47,11 @@ MESSAGE_ARRAYS = """(select u.ord, u.session_id, u.external_id, u.role, u.kind, 
              %(m_content)s::text[], %(m_created)s::text[], %(m_importance)s::text[], %(m_metadata)s::text[])
       with ordinality as u(session_id, external_id, role, kind, content, created_at, importance, metadata, ord))"""
 
+# The staging tables are emptied at commit, and at the start of every batch: a second ingest in
+# the same transaction (a bulk load of many agents, one call per agent) must not read the rows
+# of the first again (its statements would re-insert them all, each refused as a duplicate by
+# the message trigger: a cost that grew with the number of calls in the transaction, and a
+# message deleted in between would come back).
 STAGE = """
 create temp table if not exists pyrecall_stage_sessions
 ( session_id text, agent_id text, title text, project text, branch text,
@@ -54,6 +59,7 @@ create temp table if not exists pyrecall_stage_sessions
 create temp table if not exists pyrecall_stage_messages
 ( ord bigint, session_id text, external_id text, role text, kind text, content text,
   created_at timestamptz, importance real, metadata jsonb ) on commit delete rows;
+truncate pyrecall_stage_sessions, pyrecall_stage_messages;
 """
 
 UPSERT_SESSIONS = sql.SQL("""

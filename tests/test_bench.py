@@ -280,6 +280,16 @@ def test_bench_append_bad_lengths_is_one_line(lengths):
     assert result.exit_code == 2 and "--lengths" in result.output and "Traceback" not in result.output
 
 
+def test_bench_ingest_sessions_per_transaction(server_url):
+    """`bench ingest --per-transaction`: sessions of 250 messages (staged by COPY), three calls in
+    one transaction then one: every message stored once, chunked once."""
+    result = CliRunner().invoke(main, ["bench", "ingest", "--messages", "1000", "--sessions", "4",
+                                       "--words", "3", "--per-transaction", "3", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["messages"], report["sessions_per_transaction"], report["chunks"]) == (1000, 3, 500)
+
+
 @pytest.mark.parametrize("value, message", [
     ("250,x", "expected numbers separated by commas"),
     ("0,250", "each budget must be between 1 and 1000000"),

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from pyrecall import _sync
+from pyrecall._ingest import ARRAY_BATCH_MAX_MESSAGES, ingest
 from pyrecall.importers import parse_any
+from pyrecall.importers._records import Message, Session
 
 HERE = Path(__file__).resolve().parent
 IMPORTERS = HERE / "fixtures" / "importers"
@@ -188,3 +190,32 @@ def test_bad_input_is_reported_with_file_and_line_and_the_rest_lands(conn, tmp_p
     # the next run does not read the junk again, nor anything else
     again = _sync.index(conn, [folder], agent_id="claude-code")
     assert again.count("unchanged") == 4 and again.inserted == 0
+
+
+def _chat(session_id: str, n: int) -> Session:
+    return Session(session_id, messages=[Message(None, U if i % 2 == 0 else A, "text", f"{session_id} says {i}")
+                                         for i in range(n)])
+
+
+def test_batches_in_one_transaction_each_staged_once(conn):
+    """Two COPY-sized batches in one transaction (a bulk load calls ingest once per agent):
+    the second reads its own rows only. Before, the staging tables still held the first's rows
+    until the commit, so every message of the first went through the row trigger again (refused
+    as a duplicate: a cost that grew with the calls in the transaction) and a message deleted in
+    between came back."""
+    n = ARRAY_BATCH_MAX_MESSAGES + 1          # staged by COPY, not sent as arrays
+    conn.execute("set track_functions = 'pl'")
+    with conn.transaction():
+        first = ingest(conn, [_chat("load-a", n)], agent_id="agent-a")
+        conn.execute("delete from recall.messages where session_id = 'load-a' and seq > 2")
+        second = ingest(conn, [_chat("load-b", n)], agent_id="agent-b")
+        third = ingest(conn, [_chat("load-c", n)], agent_id="agent-c")
+        trigger_calls = conn.execute(
+            "select calls from pg_stat_xact_user_functions "
+            "where schemaname = 'recall' and funcname = '_message_before_insert'").fetchone()[0]
+    assert (first.inserted, second.inserted, third.inserted) == (n, n, n)
+    assert trigger_calls == 3 * n             # each message once
+    counts = dict(conn.execute("select session_id, count(*) from recall.messages group by 1").fetchall())
+    assert counts == {"load-a": 2, "load-b": n, "load-c": n}
+    chunks = dict(conn.execute("select session_id, count(*) from recall.chunks group by 1").fetchall())
+    assert chunks == {"load-a": 1, "load-b": (n + 1) // 2, "load-c": (n + 1) // 2}

@@ -684,11 +684,14 @@ def append_cmd(lengths, appends, words, dsn):
               help="Sessions they are spread over (one add_messages call each).")
 @click.option("--words", type=click.IntRange(1), default=30, show_default=True,
               help="Words per message (Zipf-drawn from 5,000).")
+@click.option("--per-transaction", type=click.IntRange(1), default=1, show_default=True,
+              help="Sessions whose add_messages calls share one transaction (a bulk load of "
+                   "many agents: bench latency puts 20,000 messages in one).")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @_handle_errors
-def ingest_cmd(n_messages, n_sessions, words, dsn):
+def ingest_cmd(n_messages, n_sessions, words, per_transaction, dsn):
     """Insert throughput of Recall.add_messages, in-database chunking included.
 
     Prints one JSON report: messages/s, and the CPU time per message of the client and of its
@@ -698,10 +701,12 @@ def ingest_cmd(n_messages, n_sessions, words, dsn):
     Example:
       pyrecall bench ingest --messages 100000 --sessions 100
       pyrecall bench ingest --messages 20000 --sessions 2000 --words 30
+      pyrecall bench ingest --messages 20000 --sessions 50 --per-transaction 50
     """
     from . import ingest
 
-    click.echo(json.dumps(ingest.run(n_messages, n_sessions, words, dsn=dsn), indent=2))
+    click.echo(json.dumps(ingest.run(n_messages, n_sessions, words, per_transaction=per_transaction,
+                                     dsn=dsn), indent=2))
 
 
 @bench.command("mcp")
