@@ -566,6 +566,11 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
 
     if result.note and fmt != "json":
         click.echo(f"note: source={result.source}: {result.note}", err=True)
+    if auto and not result.memories and fmt == "context" and not hook:
+        # an empty context is a valid answer, but a person at a terminal deserves to know why
+        where = f"project {project}" + (f", branch {branch}" if branch else "") if project else "no project"
+        hint = "" if all_projects else "; --all-projects for every project, --project P for another"
+        click.echo(f"nothing found for agent '{agent}' in {where}{hint}", err=True)
     if fmt == "json":
         click.echo(_render.to_json(result, mode=mode, infos=infos,
                                    scope={"agent": agent, **scope,

@@ -152,6 +152,20 @@ def test_auto_with_task_json(shop):
     assert doc["tokens"] <= 4000
 
 
+def test_auto_empty_context_says_why(shop):
+    """--auto in a folder with no memory of its own (a newcomer's first try, outside the
+    project) prints an empty context and says on stderr where it looked and what to do; a
+    hook's stdout and stderr stay quiet."""
+    result = shop("recall", "--auto", "--project", "/nowhere", "--branch", "dev")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert result.stderr == ("nothing found for agent 'claude-code' in project /nowhere, branch dev; "
+                             "--all-projects for every project, --project P for another\n")
+    hooked = shop("recall", "--auto", "--hook", "--project", "/nowhere", input="{}")
+    assert hooked.exit_code == 0 and hooked.stdout == "" and hooked.stderr == ""
+    found = shop("recall", "--auto", "--project", "/home/dev/shop")
+    assert found.exit_code == 0 and found.stdout.startswith("## Relevant memory") and not found.stderr
+
+
 def test_former_option_names_work_hidden(shop):
     """The former names of options renamed as the SQL functions name their parameters
     (--task, --sessions, --budget, --exclude-session, --agent for --task-text, --n-sessions,
