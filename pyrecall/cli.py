@@ -1105,7 +1105,8 @@ def memories(agent, kind, project, include_superseded, pinned_only, limit, as_js
     for m in rows:
         flags = [m.kind] + (["pinned"] if m.pinned else []) + ([m.project] if m.project else [])
         if m.valid_until is not None:
-            flags.append(f"superseded {m.valid_until:%Y-%m-%d %H:%M} by {m.superseded_by}")
+            by = f"by {m.superseded_by}" if m.superseded_by is not None else "by a forgotten memory"
+            flags.append(f"superseded {m.valid_until:%Y-%m-%d %H:%M} {by}")
         click.echo(f"{m.memory_id:>6}  {m.created_at:%Y-%m-%d}  [{', '.join(flags)}]  "
                    f"{' '.join(m.content.split())}")
 
