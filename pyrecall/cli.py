@@ -283,6 +283,18 @@ def main():
       pyrecall recall "how did I handle authentication?"
       pyrecall recall --auto --token-budget 4000 --format context
     """
+    _tolerant_output()
+
+
+def _tolerant_output() -> None:
+    """On a terminal or pipe that cannot encode what memory holds (PYTHONIOENCODING=ascii, a
+    latin-1 console), print '?' for the characters it lacks instead of dying with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "") != "utf8":
+            try:
+                stream.reconfigure(errors="replace")
+            except (AttributeError, ValueError, OSError):  # not a text file of its own
+                pass
 
 
 # ---------------------------------------------------------------- db

@@ -441,3 +441,18 @@ def test_import_is_the_importer_and_index_its_hidden_alias():
     assert main.commands["index"].hidden and not main.commands["import"].hidden
     assert "  import " in CliRunner().invoke(main, ["--help"]).output
     assert "  index " not in CliRunner().invoke(main, ["--help"]).output
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_on_a_narrow_encoding(db_url, monkeypatch, encoding):
+    """A terminal or pipe that cannot encode what a table holds (a title cut with '…') gets
+    '?' for it, not a UnicodeEncodeError traceback."""
+    imported = runner(db_url, monkeypatch)("import", ROOT / "examples" / "sessions")
+    assert imported.exit_code == 0, imported.output
+    done = subprocess.run(
+        [sys.executable, "-c", "from pyrecall.cli import main; main()", "sessions"],
+        capture_output=True, env={**os.environ, "PYRECALL_DSN": db_url, "PYTHONIOENCODING": encoding,
+                                  "PYTHONPATH": str(ROOT), "COLUMNS": "80"}, timeout=120)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode(errors="replace")
+    table = done.stdout.decode(encoding)
+    assert re.search(r"\| Docker deplo[^|]*\? ", table) and "4 session(s) of agent 'claude-code'" in table
