@@ -318,7 +318,8 @@ def db_start():
     Example:
       export PYRECALL_DSN=$(pyrecall db start)
     """
-    click.echo(_db.start())
+    dsn = _db.start()
+    click.echo(_db.as_url(dsn, port=_db.embedded_port()))  # the URL `pyrecall db url` prints
 
 
 @db.command("stop")
@@ -348,12 +349,13 @@ def db_status(as_json):
     """
     st = _db.status()
     settings = _db.server_report()
+    url = _db.as_url(st.url, port=_db.embedded_port()) if st.url else None  # as `db url` prints it
     if as_json:
-        click.echo(json.dumps({"running": st.running, "pid": st.pid, "url": st.url,
+        click.echo(json.dumps({"running": st.running, "pid": st.pid, "url": url,
                                "data_dir": str(st.data_dir), "settings": settings}))
     else:
         click.echo(f"{'running' if st.running else 'stopped'}  pid={st.pid or '-'}  "
-                   f"data={st.data_dir}  url={st.url or '-'}")
+                   f"data={st.data_dir}  url={url or '-'}")
         for name, v in settings.items():
             mark = "" if v["set_by"] == "pyrecall" else f"  (set by {v['set_by']})"
             click.echo(f"  {name} = {v['value']}{mark}")
