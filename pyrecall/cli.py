@@ -575,12 +575,19 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
                               kinds=list(kinds) or None, **options)
             mode = "hybrid"
         infos = r.session_infos(m.session_id for m in result.memories)
+        # nothing at all for this agent: most likely a mistyped --agent-id or $PYRECALL_AGENT
+        unknown_agent = not result.memories and not r.sessions(agent, limit=1)
     finally:
         r.close()
+    if unknown_agent and not hook and fmt != "json":
+        click.echo(f"agent '{agent}' has no memory here: check --agent-id (default $PYRECALL_AGENT, "
+                   "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)", err=True)
+        if fmt not in ("context", "hook", "markdown"):
+            sys.exit(1)
 
     if result.note and fmt != "json":
         click.echo(f"note: source={result.source}: {result.note}", err=True)
-    if auto and not result.memories and fmt == "context" and not hook:
+    if auto and not result.memories and fmt == "context" and not hook and not unknown_agent:
         # an empty context is a valid answer, but a person at a terminal deserves to know why
         where = f"project {project}" + (f", branch {branch}" if branch else "") if project else "no project"
         hint = "" if all_projects else "; --all-projects for every project, --project P for another"

@@ -166,6 +166,21 @@ def test_auto_empty_context_says_why(shop):
     assert found.exit_code == 0 and found.stdout.startswith("## Relevant memory") and not found.stderr
 
 
+def test_recall_for_an_agent_with_no_memory_says_so(shop):
+    """A mistyped --agent-id (or $PYRECALL_AGENT) finds nothing: the table says why on stderr
+    and exits 1; json and an --auto context stay valid empty answers (exit 0)."""
+    line = ("agent 'claud-code' has no memory here: check --agent-id (default $PYRECALL_AGENT, "
+            "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)\n")
+    table = shop("recall", "alembic migration", "--agent-id", "claud-code")
+    assert (table.exit_code, table.stdout, table.stderr) == (1, "", line)
+    as_json = shop("recall", "alembic migration", "--agent-id", "claud-code", "--format", "json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout)["count"] == 0 and not as_json.stderr
+    auto = shop("recall", "--auto", "--project", "/home/dev/shop", env={"PYRECALL_AGENT": "claud-code"})
+    assert (auto.exit_code, auto.stdout, auto.stderr) == (0, "", line)
+    hooked = shop("recall", "--auto", "--hook", "--agent-id", "claud-code", input="{}")
+    assert (hooked.exit_code, hooked.stdout, hooked.stderr) == (0, "", "")
+
+
 def test_former_option_names_work_hidden(shop):
     """The former names of options renamed as the SQL functions name their parameters
     (--task, --sessions, --budget, --exclude-session, --agent for --task-text, --n-sessions,
