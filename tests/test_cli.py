@@ -396,6 +396,8 @@ def test_summarize(run):
     assert failed.exit_code == 1
     assert "0 by no-such-provider/model, 3 failed" in failed.stdout
     assert failed.stderr.startswith("error: ")
+    # the provider's own error, not litellm's retry machinery failing to import tenacity
+    assert "LLM Provider NOT provided" in failed.stderr and "tenacity" not in failed.stderr
 
 
 def test_parse_since():
