@@ -580,10 +580,11 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     finally:
         r.close()
     if unknown_agent and not hook and fmt != "json":
-        click.echo(f"agent '{agent}' has no memory here: check --agent-id (default $PYRECALL_AGENT, "
-                   "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)", err=True)
-        if fmt not in ("context", "hook", "markdown"):
-            sys.exit(1)
+        why = (f"agent {agent!r} has no memory here: check --agent-id (default $PYRECALL_AGENT, "
+               "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")
+        if fmt == "table":  # for a person: an error; an empty context or markdown stays an answer
+            raise click.ClickException(why)
+        click.echo(f"note: {why}", err=True)
 
     if result.note and fmt != "json":
         click.echo(f"note: source={result.source}: {result.note}", err=True)
@@ -591,7 +592,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
         # an empty context is a valid answer, but a person at a terminal deserves to know why
         where = f"project {project}" + (f", branch {branch}" if branch else "") if project else "no project"
         hint = "" if all_projects else "; --all-projects for every project, --project P for another"
-        click.echo(f"nothing found for agent '{agent}' in {where}{hint}", err=True)
+        click.echo(f"nothing found for agent {agent!r} in {where}{hint}", err=True)
     if fmt == "json":
         click.echo(_render.to_json(result, mode=mode, infos=infos,
                                    scope={"agent": agent, **scope,
@@ -632,7 +633,7 @@ def _hook_scope(project, branch, exclude_session):
 
 # ---------------------------------------------------------------- index / sync
 
-def _run_sync(dsn, agent, as_json, call):
+def _run_sync(dsn, agent, as_json, call, *, empty_is_error=False):
     """Run index or sync with a progress bar on a terminal, then print the summary."""
     console = _stderr_console()
     show = console.is_terminal and not as_json
@@ -652,7 +653,16 @@ def _run_sync(dsn, agent, as_json, call):
         click.echo(json.dumps({"agent": agent, **report.as_dict()}, indent=2))
     else:
         _print_sync_summary(report, agent)
-    if report.files and report.count("failed") == len(report.files):
+    if empty_is_error and not report.files:
+        if not as_json:
+            click.echo("Error: no .jsonl or .json file in the paths given", err=True)
+        sys.exit(1)
+    unusable = report.count("failed", "not-transcript")
+    if report.files and unusable == len(report.files):
+        # not one transcript among the files given: a wrong path or format, not a quiet success
+        if not as_json:
+            click.echo("Error: none of the files is a transcript pyrecall can import "
+                       "(the problems above say why)", err=True)
         sys.exit(1)
 
 
@@ -674,7 +684,9 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
         click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
     problems = report.problems
     if problems:
-        click.echo(f"problems: {len(problems)} (skipped or repaired, the rest was imported)")
+        rest = ("the rest was imported" if d["files"] > d["failed"] + d["not_transcript"]
+                else "nothing was imported")
+        click.echo(f"problems: {len(problems)} (skipped or repaired, {rest})")
         for p in problems[:max_problems]:
             click.echo(f"  {p}")
         if len(problems) > max_problems:
@@ -705,7 +717,8 @@ def import_(paths, agent, full, as_json, dsn):
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall import export.json chats/ --agent-id support-bot
     """
-    _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw))
+    _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw),
+              empty_is_error=True)
 
 
 # `pyrecall index`: the importer's first name, kept working (hidden: "index" also names the

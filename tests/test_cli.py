@@ -172,11 +172,11 @@ def test_recall_for_an_agent_with_no_memory_says_so(shop):
     line = ("agent 'claud-code' has no memory here: check --agent-id (default $PYRECALL_AGENT, "
             "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)\n")
     table = shop("recall", "alembic migration", "--agent-id", "claud-code")
-    assert (table.exit_code, table.stdout, table.stderr) == (1, "", line)
+    assert (table.exit_code, table.stdout, table.stderr) == (1, "", "Error: " + line)
     as_json = shop("recall", "alembic migration", "--agent-id", "claud-code", "--format", "json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["count"] == 0 and not as_json.stderr
     auto = shop("recall", "--auto", "--project", "/home/dev/shop", env={"PYRECALL_AGENT": "claud-code"})
-    assert (auto.exit_code, auto.stdout, auto.stderr) == (0, "", line)
+    assert (auto.exit_code, auto.stdout, auto.stderr) == (0, "", "note: " + line)
     hooked = shop("recall", "--auto", "--hook", "--agent-id", "claud-code", input="{}")
     assert (hooked.exit_code, hooked.stdout, hooked.stderr) == (0, "", "")
 
@@ -473,3 +473,24 @@ def test_output_on_a_narrow_encoding(db_url, monkeypatch, encoding):
     assert done.returncode == 0 and done.stderr == b"", done.stderr.decode(errors="replace")
     table = done.stdout.decode(encoding)
     assert re.search(r"\| Docker deplo[^|]*\? ", table) and "4 session(s) of agent 'claude-code'" in table
+
+
+def test_import_of_nothing_importable_fails(run, tmp_path):
+    """`pyrecall import` of a wrong path (an empty folder, files that are no transcripts) says
+    so and exits 1; a folder with one transcript among them imports it and exits 0."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = run("import", empty)
+    assert out.exit_code == 1 and out.stderr == "Error: no .jsonl or .json file in the paths given\n"
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.jsonl").write_text("hello\n")
+    (junk / "config.json").write_text('{"a": 1}\n')
+    out = run("import", junk)
+    assert out.exit_code == 1, out.output
+    assert "problems: 2 (skipped or repaired, nothing was imported)" in out.stdout
+    assert out.stderr == ("Error: none of the files is a transcript pyrecall can import "
+                          "(the problems above say why)\n")
+    (junk / "shop.jsonl").write_bytes(SHOP[0].read_bytes())
+    out = run("import", junk, "--full")
+    assert out.exit_code == 0 and "the rest was imported" in out.stdout and not out.stderr
