@@ -580,8 +580,8 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
     finally:
         r.close()
     if unknown_agent and not hook and fmt != "json":
-        why = (f"agent {agent!r} has no memory here: check --agent-id (default $PYRECALL_AGENT, "
-               "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")
+        why = (f"agent {agent!r} has no memory here: `pyrecall import` first, or check --agent-id "
+               "(default $PYRECALL_AGENT, else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")
         if fmt == "table":  # for a person: an error; an empty context or markdown stays an answer
             raise click.ClickException(why)
         click.echo(f"note: {why}", err=True)

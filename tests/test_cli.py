@@ -169,8 +169,8 @@ def test_auto_empty_context_says_why(shop):
 def test_recall_for_an_agent_with_no_memory_says_so(shop):
     """A mistyped --agent-id (or $PYRECALL_AGENT) finds nothing: the table says why on stderr
     and exits 1; json and an --auto context stay valid empty answers (exit 0)."""
-    line = ("agent 'claud-code' has no memory here: check --agent-id (default $PYRECALL_AGENT, "
-            "else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)\n")
+    line = ("agent 'claud-code' has no memory here: `pyrecall import` first, or check --agent-id "
+            "(default $PYRECALL_AGENT, else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)\n")
     table = shop("recall", "alembic migration", "--agent-id", "claud-code")
     assert (table.exit_code, table.stdout, table.stderr) == (1, "", "Error: " + line)
     as_json = shop("recall", "alembic migration", "--agent-id", "claud-code", "--format", "json")
