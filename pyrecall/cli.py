@@ -1017,6 +1017,9 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
                  "title": s["title"] or "", "project": _short_project(s["project"]) or "",
                  "branch": s["branch"] or "", "msgs": str(s["messages"]),
                  "chunks": str(s["chunks"]), "pending": str(s["pending"])}
+        if s["session_id"].startswith("memories:") and not s["messages"]:
+            # the agent's curated memories (chunks with no message): no turns to count
+            cells.update(title=f"{s['chunks']} curated memories", span="-", turns="-", msgs="-")
         table.add_row(*[cells[c] for c in keep])
     console.print(table)
 

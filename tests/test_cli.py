@@ -494,3 +494,15 @@ def test_import_of_nothing_importable_fails(run, tmp_path):
     (junk / "shop.jsonl").write_bytes(SHOP[0].read_bytes())
     out = run("import", junk, "--full")
     assert out.exit_code == 0 and "the rest was imported" in out.stdout and not out.stderr
+
+
+def test_sessions_shows_the_memories_session_as_such(run):
+    """The agent's curated memories live in a session of their own, with chunks and no
+    messages: `sessions` says how many memories it holds, not '0 turns, 0 messages'."""
+    run("import", FIXTURES / "reports.jsonl")
+    for text in ("Staging deploys go through Flux", "Releases are cut on Tuesdays"):
+        assert run("remember", text, "--no-embed").exit_code == 0
+    out = run("sessions", env={"COLUMNS": "120"})
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.stdout.splitlines() if "memories:claude-code" in line)
+    assert re.search(r"\s-\s+2 curated memories\s.*\s-\s+-\s+2\s+2\s*$", row), row
