@@ -201,8 +201,20 @@ def _litellm_completion():
 
     litellm = _litellm()
 
+    # retried here, not by litellm's num_retries: that path needs tenacity, which litellm does
+    # not install, and then reports "tenacity import failed" instead of the provider's error
+    transient = tuple(getattr(litellm, name) for name in (
+        "RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
+        "ServiceUnavailableError") if isinstance(getattr(litellm, name, None), type))
+
     def complete(**kwargs):
-        return litellm.completion(num_retries=2, **kwargs)
+        for attempt in range(3):
+            try:
+                return litellm.completion(**kwargs)
+            except transient:
+                if attempt == 2:
+                    raise
+                time.sleep(2 ** attempt)
     return complete
 
 

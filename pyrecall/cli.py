@@ -283,6 +283,18 @@ def main():
       pyrecall recall "how did I handle authentication?"
       pyrecall recall --auto --token-budget 4000 --format context
     """
+    _tolerant_output()
+
+
+def _tolerant_output() -> None:
+    """On a terminal or pipe that cannot encode what memory holds (PYTHONIOENCODING=ascii, a
+    latin-1 console), print '?' for the characters it lacks instead of dying with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "") != "utf8":
+            try:
+                stream.reconfigure(errors="replace")
+            except (AttributeError, ValueError, OSError):  # not a text file of its own
+                pass
 
 
 # ---------------------------------------------------------------- db
@@ -306,7 +318,8 @@ def db_start():
     Example:
       export PYRECALL_DSN=$(pyrecall db start)
     """
-    click.echo(_db.start())
+    dsn = _db.start()
+    click.echo(_db.as_url(dsn, port=_db.embedded_port()))  # the URL `pyrecall db url` prints
 
 
 @db.command("stop")
@@ -336,12 +349,13 @@ def db_status(as_json):
     """
     st = _db.status()
     settings = _db.server_report()
+    url = _db.as_url(st.url, port=_db.embedded_port()) if st.url else None  # as `db url` prints it
     if as_json:
-        click.echo(json.dumps({"running": st.running, "pid": st.pid, "url": st.url,
+        click.echo(json.dumps({"running": st.running, "pid": st.pid, "url": url,
                                "data_dir": str(st.data_dir), "settings": settings}))
     else:
         click.echo(f"{'running' if st.running else 'stopped'}  pid={st.pid or '-'}  "
-                   f"data={st.data_dir}  url={st.url or '-'}")
+                   f"data={st.data_dir}  url={url or '-'}")
         for name, v in settings.items():
             mark = "" if v["set_by"] == "pyrecall" else f"  (set by {v['set_by']})"
             click.echo(f"  {name} = {v['value']}{mark}")
@@ -561,11 +575,24 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
                               kinds=list(kinds) or None, **options)
             mode = "hybrid"
         infos = r.session_infos(m.session_id for m in result.memories)
+        # nothing at all for this agent: most likely a mistyped --agent-id or $PYRECALL_AGENT
+        unknown_agent = not result.memories and not r.sessions(agent, limit=1)
     finally:
         r.close()
+    if unknown_agent and not hook and fmt != "json":
+        why = (f"agent {agent!r} has no memory here: `pyrecall import` first, or check --agent-id "
+               "(default $PYRECALL_AGENT, else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")
+        if fmt == "table":  # for a person: an error; an empty context or markdown stays an answer
+            raise click.ClickException(why)
+        click.echo(f"note: {why}", err=True)
 
     if result.note and fmt != "json":
         click.echo(f"note: source={result.source}: {result.note}", err=True)
+    if auto and not result.memories and fmt == "context" and not hook and not unknown_agent:
+        # an empty context is a valid answer, but a person at a terminal deserves to know why
+        where = f"project {project}" + (f", branch {branch}" if branch else "") if project else "no project"
+        hint = "" if all_projects else "; --all-projects for every project, --project P for another"
+        click.echo(f"nothing found for agent {agent!r} in {where}{hint}", err=True)
     if fmt == "json":
         click.echo(_render.to_json(result, mode=mode, infos=infos,
                                    scope={"agent": agent, **scope,
@@ -606,7 +633,7 @@ def _hook_scope(project, branch, exclude_session):
 
 # ---------------------------------------------------------------- index / sync
 
-def _run_sync(dsn, agent, as_json, call):
+def _run_sync(dsn, agent, as_json, call, *, empty_is_error=False):
     """Run index or sync with a progress bar on a terminal, then print the summary."""
     console = _stderr_console()
     show = console.is_terminal and not as_json
@@ -626,7 +653,16 @@ def _run_sync(dsn, agent, as_json, call):
         click.echo(json.dumps({"agent": agent, **report.as_dict()}, indent=2))
     else:
         _print_sync_summary(report, agent)
-    if report.files and report.count("failed") == len(report.files):
+    if empty_is_error and not report.files:
+        if not as_json:
+            click.echo("Error: no .jsonl or .json file in the paths given", err=True)
+        sys.exit(1)
+    unusable = report.count("failed", "not-transcript")
+    if report.files and unusable == len(report.files):
+        # not one transcript among the files given: a wrong path or format, not a quiet success
+        if not as_json:
+            click.echo("Error: none of the files is a transcript pyrecall can import "
+                       "(the problems above say why)", err=True)
         sys.exit(1)
 
 
@@ -648,7 +684,9 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
         click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
     problems = report.problems
     if problems:
-        click.echo(f"problems: {len(problems)} (skipped or repaired, the rest was imported)")
+        rest = ("the rest was imported" if d["files"] > d["failed"] + d["not_transcript"]
+                else "nothing was imported")
+        click.echo(f"problems: {len(problems)} (skipped or repaired, {rest})")
         for p in problems[:max_problems]:
             click.echo(f"  {p}")
         if len(problems) > max_problems:
@@ -679,7 +717,8 @@ def import_(paths, agent, full, as_json, dsn):
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall import export.json chats/ --agent-id support-bot
     """
-    _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw))
+    _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw),
+              empty_is_error=True)
 
 
 # `pyrecall index`: the importer's first name, kept working (hidden: "index" also names the
@@ -978,6 +1017,9 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
                  "title": s["title"] or "", "project": _short_project(s["project"]) or "",
                  "branch": s["branch"] or "", "msgs": str(s["messages"]),
                  "chunks": str(s["chunks"]), "pending": str(s["pending"])}
+        if s["session_id"].startswith("memories:") and not s["messages"]:
+            # the agent's curated memories (chunks with no message): no turns to count
+            cells.update(title=f"{s['chunks']} curated memories", span="-", turns="-", msgs="-")
         table.add_row(*[cells[c] for c in keep])
     console.print(table)
 
@@ -1100,7 +1142,8 @@ def memories(agent, kind, project, include_superseded, pinned_only, limit, as_js
     for m in rows:
         flags = [m.kind] + (["pinned"] if m.pinned else []) + ([m.project] if m.project else [])
         if m.valid_until is not None:
-            flags.append(f"superseded {m.valid_until:%Y-%m-%d %H:%M} by {m.superseded_by}")
+            by = f"by {m.superseded_by}" if m.superseded_by is not None else "by a forgotten memory"
+            flags.append(f"superseded {m.valid_until:%Y-%m-%d %H:%M} {by}")
         click.echo(f"{m.memory_id:>6}  {m.created_at:%Y-%m-%d}  [{', '.join(flags)}]  "
                    f"{' '.join(m.content.split())}")
 

@@ -96,6 +96,11 @@ def test_start_sizes_the_server_and_keeps_a_change_by_hand(data_dir, monkeypatch
     assert json.loads(out.output)["settings"]["work_mem"]["set_by"] == "you"
     text = CliRunner().invoke(main, ["db", "status"]).output
     assert "  work_mem = 64MB  (set by you)" in text and "  effective_cache_size = 1536MB\n" in text
+    # db start, db status and db url name the server alike: the postgresql:// URL
+    shown = CliRunner().invoke(main, ["db", "url"]).output
+    assert shown.startswith("postgresql://postgres@/pyrecall?host=") and shown.endswith("\n")
+    assert CliRunner().invoke(main, ["db", "start"]).output == shown
+    assert f"  url={shown}" in text and json.loads(out.output)["url"] == shown.strip()
     # ... and the rest still follows the machine: a bigger one raises effective_cache_size
     monkeypatch.setattr(_db, "machine_memory", lambda: 4 * GiB)
     _db.start(data_dir, settings=fast)

@@ -572,7 +572,8 @@ def run_cli(args, timeout=120):
 
 CLI_CASES = [  # (arguments, exit code, text expected in the output)
     *[(["recall", h[:2000]], 0, "") for h in HOSTILE],
-    *[(["recall", "docker", "--agent-id", h[:2000]], 0, "") for h in HOSTILE],
+    # an agent with no memory: said on stderr, exit 1 (a mistyped --agent-id)
+    *[(["recall", "docker", "--agent-id", h[:2000]], 1, "has no memory here") for h in HOSTILE],
     *[(["recall", "docker", "--project", h[:200], "--branch", h[:200], "--exclude-session-id", h[:200]], 0, "")
       for h in HOSTILE[:6]],
     (["recall", "--auto", "--task-text", HOSTILE[0], "--project", HOSTILE[1]], 0, ""),

@@ -359,6 +359,11 @@ def test_cli_remember_list_pin_forget(db_url, local_embedder, monkeypatch):
     assert out.output == f"unpinned memory {new}\n"
     out = run("forget", "--memory", new, "--agent", "aria")
     assert out.exit_code == 0 and out.output.startswith(f"forgot memory {new}")
+    # the one it replaced stays superseded, by a memory no longer there (not "by None")
+    out = run("memories", "--agent", "aria", "--all")
+    assert out.exit_code == 0 and re.fullmatch(
+        rf"\s+{old}  \S+  \[fact, acme, superseded \S+ \S+ by a forgotten memory\]  "
+        r"Staging deploys go through ArgoCD\n", out.output), out.output
     for args in (("forget", "--memory", new, "--agent", "aria"), ("pin", new, "--agent", "aria")):
         out = run(*args)
         assert out.exit_code == 1 and out.output == f"Error: memory {new} not found for agent 'aria'\n"
