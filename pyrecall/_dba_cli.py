@@ -12,8 +12,11 @@ import time
 
 import click
 
-from . import _db, _index
 from ._errors import ConfigError
+from ._lazy import lazy_import
+
+_db = lazy_import("pyrecall._db")          # (psycopg, numpy: imported by the command that runs)
+_index = lazy_import("pyrecall._index")
 
 
 def _say(line: str) -> None:

@@ -9,10 +9,9 @@ and NUL bytes are removed before sending (PostgreSQL text cannot hold them anywa
     (384, 384)
 """
 
+from __future__ import annotations
+
 import ast
-import asyncio
-import concurrent.futures
-import email.utils
 import json
 import os
 import random
@@ -20,11 +19,14 @@ import re
 import threading
 import time
 import weakref
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import _config
 from ._errors import ConfigError, EmbeddingError, MissingDependencyError, TransientEmbeddingError
 from ._text import clean_text
+
+if TYPE_CHECKING:   # asyncio and the rest of litellm's needs are imported where used: a
+    import asyncio  # process that embeds one query locally skips them (~0.05 s)
 
 LOCAL_PREFIX = "local/"
 DEFAULT_LOCAL_NAME = "all-MiniLM-L6-v2"
@@ -413,6 +415,8 @@ class LocalEmbedder:
 
     async def aembed(self, texts: list[str]) -> list[list[float]]:
         """``embed`` in a worker thread, so the event loop keeps running."""
+        import asyncio
+
         return await asyncio.to_thread(self.embed, texts)
 
     def count_tokens(self, text: str) -> int:
@@ -428,6 +432,116 @@ class LocalEmbedder:
                 return model.count_tokens(text)
             ids = model.tokenizer(text, add_special_tokens=False, verbose=False)
         return len(ids["input_ids"])
+
+# -- a query embedded beside the rest of a one-shot process ------------------------------
+
+# characters sent to the child through its stdin pipe: at most 12 bytes each in JSON, within
+# the pipe's 64 KiB, so that writing never waits for the child (the model reads ~1,000 anyway)
+AHEAD_MAX_CHARS = 4_000
+
+
+class AheadEmbedder:
+    """An embedder whose first texts are embedded by a child process started at once, while
+    this process goes on with its own work (importing psycopg, connecting, checking the
+    schema): a one-shot ``pyrecall recall`` pays the model's load and the database's set-up
+    side by side on two cores, not one after the other. The child builds the same embedder
+    (``get_embedder(model)``) and returns the vectors as JSON; floats round-trip exactly.
+    Other texts, or a child that failed, are embedded here by the embedder itself (so its
+    errors are the usual ones). ``close`` stops a child whose answer was never needed.
+    """
+
+    def __init__(self, embedder: LocalEmbedder, texts: list[str]):
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        self._inner = embedder
+        self.model = embedder.model
+        self._texts = clean_texts(texts)
+        # the same pyrecall as this process, whatever the child's sys.path would say
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from pyrecall._embed import _embed_ahead_child; _embed_ahead_child()")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(Path(__file__).resolve().parent.parent)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            request = {"model": self.model, "texts": self._texts,
+                       "options": {"batch_size": embedder.batch_size, "backend": embedder.backend}}
+            self._proc.stdin.write(json.dumps(request).encode())
+            self._proc.stdin.close()
+        except OSError:  # the child died at once: embedded here instead
+            self.close()
+
+    def _answer(self) -> list[list[float]] | None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        try:
+            out = proc.stdout.read()
+            proc.wait()
+            vectors = json.loads(out).get("vectors") if proc.returncode == 0 else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        finally:
+            proc.stdout.close()
+        return vectors if isinstance(vectors, list) and len(vectors) == len(self._texts) else None
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            proc.wait()
+            proc.stdout.close()
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def count_tokens(self, text: str) -> int:
+        return self._inner.count_tokens(text)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if self._proc is not None and clean_texts(texts) == self._texts:
+            vectors = self._answer()
+            if vectors is not None:
+                return vectors
+        self.close()
+        return self._inner.embed(texts)
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        import asyncio
+
+        return await asyncio.to_thread(self.embed, texts)
+
+
+def embed_ahead(embedder: Embedder, texts: list[str]) -> Embedder:
+    """``embedder``, with ``texts`` embedded ahead in a child process when that pays: a local
+    model on the CPU (a remote provider answers from the network anyway), texts that fit the
+    pipe; PYRECALL_EMBED_AHEAD=0 turns it off."""
+    texts = [t for t in texts if t and t.strip()]
+    if (not texts or not isinstance(embedder, LocalEmbedder) or embedder.device != "cpu"
+            or sum(len(t) for t in texts) > AHEAD_MAX_CHARS
+            or not _config.embed_ahead()):
+        return embedder
+    try:
+        return AheadEmbedder(embedder, texts)
+    except OSError:  # no child process here: embedded in this one
+        return embedder
+
+
+def _embed_ahead_child() -> None:
+    """The child of AheadEmbedder: {"model", "texts", "options"} on stdin, {"vectors"} on
+    stdout; any failure exits non-zero (and the parent embeds the texts itself)."""
+    import sys
+
+    request = json.loads(sys.stdin.buffer.read())
+    vectors = get_embedder(request["model"], **request["options"]).embed(request["texts"])
+    sys.stdout.write(json.dumps({"vectors": vectors}))
+
 
 # -- litellm ----------------------------------------------------------------------------
 
@@ -539,6 +653,9 @@ class LiteLLMEmbedder:
 
         >>> LiteLLMEmbedder("openai/text-embedding-3-small").embed(["hello"])  # doctest: +SKIP
         """
+        import asyncio
+        import concurrent.futures
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -552,6 +669,8 @@ class LiteLLMEmbedder:
 
         >>> await LiteLLMEmbedder("openai/text-embedding-3-small").aembed(["hi"])  # doctest: +SKIP
         """
+        import asyncio
+
         texts = clean_texts(texts)
         if not texts:
             return []
@@ -579,12 +698,16 @@ class LiteLLMEmbedder:
         return batches + [batch]
 
     def _semaphore(self) -> asyncio.Semaphore:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         if loop not in self._semaphores:
             self._semaphores[loop] = asyncio.Semaphore(self.concurrency)
         return self._semaphores[loop]
 
     async def _send(self, texts: list[str], failed: asyncio.Event) -> list[list[float]]:
+        import asyncio
+
         litellm = _litellm()
         import httpx
         import openai
@@ -697,6 +820,8 @@ def input_may_be_at_fault(error: EmbeddingError) -> bool:
 
 def _retry_after(error: Exception) -> float | None:
     """Seconds the provider asked to wait (Retry-After / retry-after-ms), if it did."""
+    import email.utils
+
     headers = (
         getattr(error, "litellm_response_headers", None)
         or getattr(getattr(error, "response", None), "headers", None)

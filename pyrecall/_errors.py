@@ -6,7 +6,7 @@ that names nothing a NotFoundError, a database that cannot be reached or used a
 DatabaseError. :func:`one_line` is how any of them (or a psycopg error) is shown.
 """
 
-import psycopg
+import sys
 
 
 def one_line(exc: BaseException) -> str:
@@ -16,12 +16,20 @@ def one_line(exc: BaseException) -> str:
     >>> one_line(ValueError("bad value\\n  at line 3"))
     'bad value'
     """
-    if isinstance(exc, psycopg.Error) and getattr(exc, "diag", None) and exc.diag.message_primary:
+    if is_database_error(exc) and getattr(exc, "diag", None) and exc.diag.message_primary:
         text = exc.diag.message_primary
     else:
         text = str(exc)
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a psycopg error. psycopg is looked up, not imported (~0.15 s): an error
+    of it means it is loaded, and a process that has not touched the database yet (a CLI
+    command parsing its arguments, the query embedder of a one-shot recall) skips the import."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
 
 
 class PyrecallError(Exception):

@@ -16,10 +16,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
-import psycopg
 
-from . import _config, _db
-from ._errors import PyrecallError, one_line
+# psycopg and the database module are imported by the commands that use them: a one-shot
+# recall starts loading its model (AheadEmbedder) before it pays their import
+from . import _config
+from ._errors import PyrecallError, is_database_error, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # sentence-transformers draws a progress bar while it loads a model: not for our users
@@ -32,7 +33,8 @@ def _error_text(exc: BaseException) -> str:
     """The error in one line (:func:`pyrecall._errors.one_line`), with a hint for writes to a
     read-only server."""
     line = one_line(exc)
-    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) or "in a read-only transaction" in line:
+    read_only = is_database_error(exc) and type(exc).__name__ == "ReadOnlySqlTransaction"
+    if read_only or "in a read-only transaction" in line:
         # a hot standby (or a read-only default): reads work, writes must go to the primary
         line += (" (this server is read-only: a hot standby, or default_transaction_read_only is on;"
                  " recall works here, writes go to the primary)")
@@ -45,7 +47,9 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (PyrecallError, psycopg.Error) as exc:
+        except Exception as exc:
+            if not (isinstance(exc, PyrecallError) or is_database_error(exc)):
+                raise
             raise click.ClickException(_error_text(exc)) from None
     return wrapper
 
@@ -318,6 +322,7 @@ def db_start():
     Example:
       export PYRECALL_DSN=$(pyrecall db start)
     """
+    from . import _db
     dsn = _db.start()
     click.echo(_db.as_url(dsn, port=_db.embedded_port()))  # the URL `pyrecall db url` prints
 
@@ -331,6 +336,7 @@ def db_stop():
     Example:
       pyrecall db stop
     """
+    from . import _db
     click.echo("stopped" if _db.stop() else "not running")
 
 
@@ -347,6 +353,7 @@ def db_status(as_json):
     Example:
       pyrecall db status --json
     """
+    from . import _db
     st = _db.status()
     settings = _db.server_report()
     url = _db.as_url(st.url, port=_db.embedded_port()) if st.url else None  # as `db url` prints it
@@ -378,6 +385,7 @@ def db_url(keywords):
       psql "$(pyrecall db url)"
       DATABASE_URL=$(pyrecall db url) node examples/node/recall.mjs "deploy"
     """
+    from . import _db
     dsn = _db.resolve_dsn()
     port = None if _config.dsn_from_env() else _db.embedded_port()
     click.echo(_db.as_keywords(dsn, port=port) if keywords else _db.as_url(dsn, port=port))
@@ -516,8 +524,6 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
       pyrecall recall --auto --task-text "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
-    from . import _render
-
     if all_projects and not auto:
         raise click.UsageError("--all-projects goes with --auto")
     if hook:
@@ -556,7 +562,16 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
 
     # the result says when the query embedding failed (source=keyword): no second warning
     logging.getLogger("pyrecall").setLevel(logging.ERROR)
-    r = _client(dsn, model)
+    # the query's vector is computed in a child process from here on, while this one imports
+    # psycopg, connects and checks the schema (AheadEmbedder)
+    from ._embed import embed_ahead
+
+    embedder = embed_ahead(_embedder(model), [text] if (text := task_text if auto else query) else [])
+    try:
+        r = _client(dsn, model, embedder=embedder)
+    except BaseException:
+        getattr(embedder, "close", lambda: None)()
+        raise
     try:
         if auto:
             result = r.auto_context(agent, project=project, branch=branch, task_text=task_text,
@@ -579,6 +594,9 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
         unknown_agent = not result.memories and not r.sessions(agent, limit=1)
     finally:
         r.close()
+        getattr(embedder, "close", lambda: None)()
+    from . import _render
+
     if unknown_agent and not hook and fmt != "json":
         why = (f"agent {agent!r} has no memory here: `pyrecall import` first, or check --agent-id "
                "(default $PYRECALL_AGENT, else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
-import psycopg
 
-from .._errors import PyrecallError, one_line
+from .._errors import PyrecallError, is_database_error, one_line
 
 
 def _handle_errors(fn):
@@ -24,7 +23,9 @@ def _handle_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (PyrecallError, psycopg.Error, OSError, ValueError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, PyrecallError | OSError | ValueError) and not is_database_error(exc):
+                raise
             raise click.ClickException(one_line(exc)) from None
     return wrapper
 
