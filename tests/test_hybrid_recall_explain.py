@@ -23,6 +23,12 @@ def loaded(conn):
     centers = rng.normal(size=(20, 384))
     conn.execute("insert into recall.sessions (session_id, agent_id) "
                  "select 's' || g, 'agent-' || (g % 5) from generate_series(0, 49) g")
+    # sessions of other agents, analysed: a sessions table of a size where a lookup by key
+    # should use the index (50 rows fill one page, where a sequential scan is the right plan,
+    # and the planner chose it whenever autovacuum had analysed the table during the test)
+    conn.execute("insert into recall.sessions (session_id, agent_id) "
+                 "select 'other' || g, 'agent-other' from generate_series(1, 20000) g")
+    conn.execute("analyze recall.sessions")
     words = np.array("deploy docker nginx auth token migrate postgres index flaky retry cache queue".split())
     with conn.cursor().copy("copy recall.messages (session_id, role, content) from stdin") as cp:
         for i in range(3000):
