@@ -6,7 +6,6 @@
 | PYRECALL_DATA_DIR | where the embedded server keeps its data | ``./.pyrecall`` |
 | PYRECALL_EMBED_MODEL | embedding model (``local/all-MiniLM-L6-v2``, ``openai/text-embedding-3-small``, ...) | ``local/all-MiniLM-L6-v2`` |
 | PYRECALL_AGENT | the agent a CLI command acts for | ``claude-code`` |
-| PYRECALL_EMBED_AHEAD | ``0``: a one-shot ``pyrecall recall`` loads the local model in its own process, not in a child beside its database set-up | ``1`` |
 """
 
 import os
@@ -31,7 +30,3 @@ def embed_model() -> str:
 
 def default_agent() -> str:
     return os.environ.get("PYRECALL_AGENT") or DEFAULT_AGENT
-
-
-def embed_ahead() -> bool:
-    return os.environ.get("PYRECALL_EMBED_AHEAD", "1").strip() != "0"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import click
 
-# psycopg and the database module are imported by the commands that use them: a one-shot
-# recall starts loading its model (AheadEmbedder) before it pays their import
+# psycopg, numpy and the database module are imported by the commands that use them (~0.25 s
+# that `pyrecall --help` and the commands without a database do without)
 from . import _config
 from ._errors import PyrecallError, is_database_error, one_line
 
@@ -562,16 +562,7 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
 
     # the result says when the query embedding failed (source=keyword): no second warning
     logging.getLogger("pyrecall").setLevel(logging.ERROR)
-    # the query's vector is computed in a child process from here on, while this one imports
-    # psycopg, connects and checks the schema (AheadEmbedder)
-    from ._embed import embed_ahead
-
-    embedder = embed_ahead(_embedder(model), [text] if (text := task_text if auto else query) else [])
-    try:
-        r = _client(dsn, model, embedder=embedder)
-    except BaseException:
-        getattr(embedder, "close", lambda: None)()
-        raise
+    r = _client(dsn, model)
     try:
         if auto:
             result = r.auto_context(agent, project=project, branch=branch, task_text=task_text,
@@ -594,7 +585,6 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
         unknown_agent = not result.memories and not r.sessions(agent, limit=1)
     finally:
         r.close()
-        getattr(embedder, "close", lambda: None)()
     from . import _render
 
     if unknown_agent and not hook and fmt != "json":

@@ -6,7 +6,6 @@ No mocks: LiteLLMEmbedder talks HTTP to 127.0.0.1, where the server fails on dem
 import asyncio
 import email.utils
 import math
-import os
 import socket
 import time
 
@@ -17,14 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrecall._embed import (
-    AHEAD_MAX_CHARS,
     BULK_TEXTS,
-    AheadEmbedder,
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxMiniLM,
     clean_texts,
-    embed_ahead,
     get_embedder,
 )
 from pyrecall._errors import ConfigError, EmbeddingError, TransientEmbeddingError
@@ -147,47 +143,6 @@ def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers()
 def test_local_aembed_equals_embed(local):
     texts = ["one memory", "another memory"]
     assert asyncio.run(local.aembed(texts)) == local.embed(texts)
-
-
-# -- a query embedded ahead, in a child process (the one-shot CLI recall) ------------------
-
-def test_embedded_ahead_in_a_child_equals_embedded_here(local):
-    texts = ["how did we handle authentication tokens?"]
-    ahead = embed_ahead(LocalEmbedder(), texts)
-    assert isinstance(ahead, AheadEmbedder) and ahead.model == local.model and ahead.dim == 384
-    child = ahead._proc.pid
-    # the same graph in the child; its floats round-trip through JSON exactly
-    assert ahead.embed(texts) == local.embed(texts)
-    assert ahead._proc is None
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)   # reaped, no zombie
-    # texts it was not given ahead (or asked a second time): embedded here, the same way
-    assert ahead.embed(["deploy the docker container"]) == local.embed(["deploy the docker container"])
-    assert ahead.embed(texts) == local.embed(texts)
-    assert ahead.count_tokens("unbelievably") == 5
-
-
-def test_embedded_ahead_falls_back_to_this_process_when_the_child_fails(local):
-    texts = ["deploy the docker container"]
-    ahead = embed_ahead(LocalEmbedder(), texts)
-    ahead._proc.kill()
-    assert ahead.embed(texts) == local.embed(texts)
-    # closed before its answer was read: the child is stopped and reaped
-    unread = embed_ahead(LocalEmbedder(), texts)
-    child = unread._proc.pid
-    unread.close()
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)
-    assert unread.embed(texts) == local.embed(texts)
-
-
-def test_embed_ahead_only_where_it_pays(local, monkeypatch):
-    remote_model = LiteLLMEmbedder(MODEL, dimensions=DIM)
-    assert embed_ahead(remote_model, ["q"]) is remote_model          # answers from the network
-    assert embed_ahead(local, []) is local and embed_ahead(local, ["  "]) is local
-    assert embed_ahead(local, ["x" * (AHEAD_MAX_CHARS + 1)]) is local  # within the pipe
-    monkeypatch.setenv("PYRECALL_EMBED_AHEAD", "0")
-    assert embed_ahead(local, ["q"]) is local
 
 
 # -- shared input rules -------------------------------------------------------------------

@@ -11,9 +11,7 @@ Steps, each timed, into a throwaway database, through the client the commands ca
    (sentence-transformers) and ONNX Runtime, so the pipeline's share of the model's speed
    is measured in the same run;
 5. cold `pyrecall recall "QUESTION"` and `pyrecall recall --auto --task-text T --hook`, each a
-   new process, 5 runs, median; each run followed by one with the model loaded in the process
-   itself (PYRECALL_EMBED_AHEAD=0), the baseline of the child that loads it beside the
-   database set-up.
+   new process, 5 runs, median.
 
 The p95 and the sample of chunk texts are read on a second connection of the benchmark's own
 (instruments, not the product's path).
@@ -78,47 +76,28 @@ def _compile_package() -> None:
     compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
 
 
-def _cold_run(url: str, args: list[str], stdin: str | None, check: bool,
-              env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, the process and its children) of ``pyrecall ARGS``
-    in a new process."""
-    env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1", **(env or {})}
-    t = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([*_command(), *args], env=env, input=stdin or "", capture_output=True,
-                          text=True, timeout=300)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if check and (proc.returncode != 0
-                  or not re.search(r'source=hybrid|"source": "hybrid"', proc.stdout)):
-        raise RuntimeError(f"pyrecall {' '.join(args)} failed or did not recall by meaning: "
-                           f"{(proc.stderr or proc.stdout).strip()[-300:]}")
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-
-
-def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
-    return {"median_s": round(statistics.median(w for w, _ in runs), 3),
-            "runs_s": [round(w, 3) for w, _ in runs],
-            "median_cpu_s": round(statistics.median(c for _, c in runs), 3)}
-
-
 def cold_recall(url: str, args: list[str], runs: int = 5, stdin: str | None = None,
-                check: bool = True, compare_in_process: bool = False) -> dict[str, Any]:
-    """Wall and CPU seconds of ``pyrecall ARGS`` in new processes: medians and every run. CPU
-    time hardly moves with the machine's load; wall time does. ``compare_in_process``: each
-    run followed by one with PYRECALL_EMBED_AHEAD=0 (the model loaded in the process itself,
-    not in a child beside the database set-up), reported under "in_process" with the ratio."""
+                check: bool = True) -> dict[str, Any]:
+    """Wall and CPU seconds (user + system, the process and its children) of ``pyrecall ARGS``
+    in new processes: medians and every run. CPU time hardly moves with the machine's load;
+    wall time does."""
+    env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1"}
     _compile_package()
-    ahead, alone = [], []
+    times, cpus = [], []
     for _ in range(runs):
-        ahead.append(_cold_run(url, args, stdin, check))
-        if compare_in_process:
-            alone.append(_cold_run(url, args, stdin, check, {"PYRECALL_EMBED_AHEAD": "0"}))
-    report = _summary(ahead)
-    if alone:
-        report["in_process"] = _summary(alone)
-        report["vs_in_process"] = round(report["median_s"] / report["in_process"]["median_s"], 3)
-    return report
+        t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run([*_command(), *args], env=env, input=stdin or "", capture_output=True,
+                              text=True, timeout=300)
+        times.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if check and (proc.returncode != 0
+                      or not re.search(r'source=hybrid|"source": "hybrid"', proc.stdout)):
+            raise RuntimeError(f"pyrecall {' '.join(args)} failed or did not recall by meaning: "
+                               f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+    return {"median_s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
+            "median_cpu_s": round(statistics.median(cpus), 3)}
 
 
 def _raw(encode: Callable[[list[str]], Any], texts: list[str]) -> tuple[float, float]:
@@ -196,16 +175,13 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
             report["end_to_end_s"] = round(report["generate_s"] + report["index_s"] + report["model_load_s"]
                                            + report["embed_s"], 1)
 
-            report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs,
-                                                compare_in_process=True)
+            report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs)
             hook = '{"cwd": "/home/dev/acme-api", "session_id": "new-session"}'
             report["cold_auto_hook"] = cold_recall(
-                url, ["recall", "--auto", "--task-text", TASK, "--hook", "--format", "json"], recall_runs, hook,
-                compare_in_process=True)
+                url, ["recall", "--auto", "--task-text", TASK, "--hook", "--format", "json"], recall_runs, hook)
             # the floor of any pyrecall process on this machine now: imports, no database
             report["cold_help"] = cold_recall(url, ["--help"], recall_runs, check=False)
-            log(f"cold recall median {report['cold_recall']['median_s']} s, "
-                f"{report['cold_recall']['in_process']['median_s']} s with the model loaded in process "
+            log(f"cold recall median {report['cold_recall']['median_s']} s "
                 f"(pyrecall --help {report['cold_help']['median_s']} s)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
