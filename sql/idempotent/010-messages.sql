@@ -282,6 +282,29 @@ begin
 end
 $$;
 
+-- _window_part_members: which messages of a long window a part of it holds (1-based, in
+-- order): those with a character of their label or text in the part (the blank line after a
+-- message is no part of it). lens as for _window_part_speaker; start: the part's first
+-- character, counted from 0; len: the part's length.
+create or replace function recall._window_part_members(lens int[], start int, len int)
+returns int[]
+language plpgsql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  at int := lens[1];
+  members int[] := '{}';
+begin
+  for i in 1 .. coalesce(cardinality(lens), 1) - 1 loop
+    if at < start + len and at + lens[i + 1] - 2 > start then
+      members := members || i;
+    end if;
+    at := at + lens[i + 1];
+  end loop;
+  return members;
+end
+$$;
+
 -- _estimate_tokens: about four characters a token, until the embedder records the exact count.
 -- _rechunk writes the same expression out.
 create or replace function recall._estimate_tokens(body text)
@@ -524,15 +547,30 @@ begin
   -- (a part of a window after the first that starts inside a message is headed by that
   -- message's speaker: every speaker of a chat chunk is named in its text)
   derived as (
-    select u.agent_id, u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
+    select u.agent_id, u.session_id, u.kind, u.first_seq, w.part,
+           case when p.members is null then u.message_ids
+                else array(select u.message_ids[i] from unnest(p.members) as i) end as message_ids,
            case when w.part > 0 and u.speakers is not null
                 then coalesce(recall._window_part_speaker(
                        u.speakers, u.lens, w.part * (conf.max_chars - conf.overlap_chars)) || ': ', '')
                 else '' end || w.content as content,
-           u.created_at, u.importance, u.metadata
+           u.created_at, u.importance,
+           -- a part of a long window lists the messages it holds, and has the first one's keys
+           case when p.members is null then u.metadata
+                else ((u.metadata->'messages'->(p.members[1] - 1)) - '{seq,external_id}'::text[])
+                     || jsonb_build_object('messages', (select jsonb_agg(u.metadata->'messages'->(i - 1) order by i)
+                                                        from unnest(p.members) as i))
+           end as metadata
     from units u
     cross join conf
     cross join lateral recall._split_windows(u.body, conf.max_chars, conf.overlap_chars) w
+    -- (a window cut into parts: char_length(body) > max_chars, as _split_windows decides)
+    cross join lateral (
+      select case when u.speakers is not null and char_length(u.body) > conf.max_chars
+                  then nullif(recall._window_part_members(
+                         u.lens, w.part * (conf.max_chars - conf.overlap_chars), char_length(w.content)), '{}')
+             end as members
+    ) p
     union all
     select c.agent_id, c.session_id, c.kind, c.first_seq, c.part, c.message_ids, c.body,
            c.created_at, c.importance, c.metadata
