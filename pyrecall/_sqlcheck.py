@@ -17,7 +17,10 @@
    migrate`` on a distributed coordinator, docs/SCALING.md): an ``ADD COLUMN`` with an unnamed
    constraint (``check``, ``references``, ``unique``, ``primary key``) and a ``select from``
    with no select list (``exists (select from recall.messages)`` over every shard) are refused
-   there: the first needs ``constraint <name>``, the second ``select 1 from``.
+   there: the first needs ``constraint <name>``, the second ``select 1 from``. In an ``ON
+   CONFLICT ... DO UPDATE`` (recall.config is a reference table there) a function that is not
+   immutable (``jsonb_build_array``, ``now()``, ...) is refused, and a simple ``CASE x WHEN``
+   reached the workers as ``text = boolean``: write ``'[]'::jsonb || x`` and ``CASE WHEN x = ...``.
 
 sqlglot only reads here: the SQL that runs is always the original text.
 
@@ -88,6 +91,12 @@ def is_destructive(stmt: Statement) -> bool:
 INLINE_CONSTRAINT = {"check", "references", "unique", "primary"}
 
 
+# functions PostgreSQL marks stable or volatile that a migration's upsert may reach for
+NOT_IMMUTABLE = {"jsonb_build_array", "jsonb_build_object", "json_build_array", "json_build_object",
+                 "to_jsonb", "to_json", "now", "current_timestamp", "clock_timestamp", "random",
+                 "to_char", "format", "current_setting"}
+
+
 def citus_problems(stmt: Statement) -> list[str]:
     """What Citus refuses in a migration's statement on a distributed table (rule 5)."""
     tokens = sqlglot.tokenize(stmt.text, read="postgres")
@@ -117,6 +126,16 @@ def citus_problems(stmt: Statement) -> list[str]:
     if any(a == "select" and b == "from" for a, b in zip(words, words[1:], strict=False)):
         problems.append("Citus cannot plan `select from` with no select list over the shards "
                         "(\"a column definition list is required\"): write `select 1 from`")
+    if "conflict" in words and "do" in words:
+        upsert = words[words.index("conflict"):]
+        stable = sorted(NOT_IMMUTABLE & set(upsert))
+        if stable:
+            problems.append(f"Citus refuses a function that is not immutable ({', '.join(stable)}) in "
+                            "ON CONFLICT DO UPDATE on a distributed or reference table: "
+                            "e.g. '[]'::jsonb || x for jsonb_build_array(x)")
+        if any(a == "case" and b != "when" for a, b in zip(upsert, upsert[1:], strict=False)):
+            problems.append("a simple CASE x WHEN in ON CONFLICT DO UPDATE reached Citus' workers as "
+                            "text = boolean: write CASE WHEN x = ...")
     return problems
 
 

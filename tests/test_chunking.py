@@ -360,3 +360,20 @@ def test_chat_session_changed_anywhere_equals_chunking_it_whole(conn, shape, sta
         changed = conn.execute("select recall._rechunk(array['a1'], array[%s], array[-2147483648])",
                                [sid]).fetchone()[0]
         assert (changed, _chat_chunks(conn, sid)) == (0, got), op
+
+
+def test_appending_to_a_long_chat_redoes_its_last_windows_only(conn):
+    add_session(conn, metadata='{"chunking": "window"}')
+    add(conn, [(("user", "assistant")[i % 2], "text", f"m{i}") for i in range(100)])
+    add(conn, [("assistant", "thinking", "hmm")])                     # seq 101, not a text message
+    first = conn.execute("select chunk_id, xmin::text from recall.chunks where first_seq = 1").fetchone()
+    # 100 text messages; a window (4, every 2) holding number 101 starts at 99 or later
+    assert conn.execute("select recall._redo_from('a1', 's1', 102)").fetchone()[0] == 99
+    assert conn.execute("select recall._redo_from('a1', 's1', 3)").fetchone()[0] == -2147483648
+    add(conn, [("user", "text", "m100")])
+    assert conn.execute("select chunk_id, xmin::text from recall.chunks where first_seq = 1").fetchone() == first
+    got = [(k, s, c) for k, s, _, c in chunks(conn)][-3:]
+    day = "[1 March 2026]\n"
+    assert got == [("window", 97, day + "User: m96\n\nAssistant: m97\n\nUser: m98\n\nAssistant: m99"),
+                   ("window", 99, day + "User: m98\n\nAssistant: m99\n\nUser: m100"),
+                   ("thinking", 101, "hmm")]

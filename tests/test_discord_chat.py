@@ -142,6 +142,17 @@ def test_each_part_of_a_long_window_names_the_speaker_it_starts_inside(conn):
         assert p.startswith("bob: ") and p[len("bob: "):] in long[1:]
     assert parts[-1].startswith("bob: ") and parts[-1].endswith("\n\ncarol: thanks bob")
     assert parts[-1][len("bob: "):].split("\n\ncarol:")[0] in long[1:]
+    # each part lists the messages it holds (ids, and their metadata under "messages"), with the
+    # first one's keys: a filter on carol matches the last part only
+    rows = conn.execute(
+        "select array(select m.seq from recall.messages m where m.message_id = any(c.message_ids) order by m.seq), "
+        "array(select e->>'seq' from jsonb_array_elements(c.metadata->'messages') e)::int[], "
+        "c.metadata->>'author' from recall.chunks c where c.session_id = 'c' order by c.first_seq, c.part").fetchall()
+    assert rows[0] == ([1, 2], [1, 2], "alice")
+    assert all(r == ([2], [2], "bob") for r in rows[1:-1])
+    assert rows[-1] == ([2, 3], [2, 3], "bob")
+    assert conn.execute("select count(*) from recall.chunks where session_id = 'c' "
+                        "and metadata->'messages' @> '[{\"author\": \"carol\"}]'").fetchone()[0] == 1
 
 
 @pytest.mark.parametrize("start, speaker", [(5, None), (6, "a"), (12, "a"), (13, None), (14, None),
@@ -151,3 +162,37 @@ def test_window_part_speaker(conn, start, speaker):
     included): a's label at 5, the blank line at 13-14, b's label at 15."""
     assert conn.execute("select recall._window_part_speaker(array['a', 'b'], array[5, 10, 10], %s)",
                         [start]).fetchone()[0] == speaker
+
+
+def test_migration_012_gives_the_parts_of_old_long_windows_their_own_messages(conn):
+    """Parts of a long window as the chunker before 012 left them (every part listing every
+    message, embedded): migrate lists each part's own messages and keeps the embeddings (the
+    text did not change)."""
+    conn.execute("""insert into recall.sessions (session_id, agent_id, metadata)
+                    values ('c', 'support', '{"chunking": "window"}')""")
+    long = " ".join(f"word{i}" for i in range(600))
+    conn.execute("insert into recall.messages (session_id, role, content, metadata) values "
+                 "('c', 'user', 'short question', '{\"author\": \"alice\"}'), "
+                 "('c', 'user', %s, '{\"author\": \"bob\"}'), "
+                 "('c', 'user', 'thanks bob', '{\"author\": \"carol\"}')", [long])
+    right = conn.execute("select part, message_ids, metadata from recall.chunks order by part").fetchall()
+    conn.execute("""update recall.chunks
+                    set message_ids = (select array_agg(message_id order by seq) from recall.messages),
+                        metadata = (select metadata from recall.chunks where part = 0)
+                                   || jsonb_build_object('messages', (select jsonb_agg(metadata || jsonb_build_object(
+                                        'seq', seq, 'external_id', external_id) order by seq) from recall.messages)),
+                        embedding = array_fill(0.1, array[384])::vector, embedding_model = 'm', embedded_at = now()""")
+    assert conn.execute("select part, message_ids, metadata from recall.chunks order by part").fetchall() != right
+    conn.execute("delete from recall.migrations where name = '012-window-parts'")
+    assert _migrate.migrate(conn).applied == ["012-window-parts"]
+    assert conn.execute("select part, message_ids, metadata from recall.chunks order by part").fetchall() == right
+    assert conn.execute("select bool_and(embedding is not null) from recall.chunks").fetchone()[0] is True
+
+
+@pytest.mark.parametrize("start, length, members", [
+    (0, 5, []), (0, 6, [1]), (12, 4, [1, 2]), (13, 2, []), (14, 1, []), (13, 3, [2]), (16, 100, [2]),
+    (0, 100, [1, 2])])
+def test_window_part_members(conn, start, length, members):
+    """lens as above: a's label and text at 5-12, the blank line 13-14, b at 15-22."""
+    assert conn.execute("select recall._window_part_members(array[5, 10, 10], %s, %s)",
+                        [start, length]).fetchone()[0] == members

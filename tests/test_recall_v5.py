@@ -49,7 +49,12 @@ def call(conn, fn, **kw):
 @pytest.fixture(scope="module")
 def chat_url(server_url, template_url):
     """A chat in windows (4 turns every 2) and a session of turn pairs, embedded with the hash
-    embedder; n_tokens then set by hand to uneven sizes (30 to 190) so that fills differ."""
+    embedder; n_tokens then set by hand so that fills differ: the one-pair sessions (nothing to
+    merge) 30 to 190 by session; the chat and the pairs in proportion to their text (as the
+    model's counts are), so that a merged passage costs at most what its chunks cost apart and
+    v5 holds every message v4 holds. (With counts out of proportion, 30 to 190 by chunk_id, a
+    merge priced at its best chunk's tokens per character cost more than its chunks apart and
+    v5 held less than v4: found when the chat's chunk ids changed.)"""
     url = new_database(server_url)
     t = datetime(2026, 3, 1, tzinfo=UTC)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -73,7 +78,10 @@ def chat_url(server_url, template_url):
                              "values (%s, %s, %s, %s)", [f"solo{i}", role, text, t + timedelta(days=1, hours=i, minutes=j)])
         Worker(conn, FakeEmbedder(), agent=AGENT).run()
         assert conn.execute("select count(*) from recall.chunks where embedding is null").fetchone()[0] == 0
-        conn.execute("update recall.chunks set n_tokens = 30 + (chunk_id * 7 % 5) * 40")
+        conn.execute("update recall.chunks set n_tokens = case session_id "
+                     "when 'chat' then ceil(char_length(content) * 0.6) "
+                     "when 'pairs' then ceil(char_length(content) * 0.35) "
+                     "else 30 + (substr(session_id, 5)::int * 3 % 5) * 40 end")
         sizes = {r[0] for r in conn.execute("select n_tokens from recall.chunks")}
         assert len(sizes) >= 3
     yield url

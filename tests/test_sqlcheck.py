@@ -70,6 +70,16 @@ def test_a_new_migration_must_run_on_citus_too(sql_copy):
                  "insert into recall.config (key, value) select 'k', 'true'::jsonb\n"
                  "where exists (select 1 from recall.messages);\n")
     assert _sqlcheck.check(sql_copy) == []
+    # an upsert of recall.config (a reference table on a cluster; 012-window-parts met both)
+    f.write_text("insert into recall.config (key, value) values ('k', '{}') on conflict (key) do update\n"
+                 "  set value = case jsonb_typeof(recall.config.value) when 'array' then recall.config.value\n"
+                 "  else jsonb_build_array(recall.config.value) end;\n")
+    problems = _sqlcheck.check(sql_copy)
+    assert len(problems) == 2 and "jsonb_build_array" in problems[0] and "CASE WHEN" in problems[1]
+    f.write_text("insert into recall.config (key, value) values ('k', '{}') on conflict (key) do update\n"
+                 "  set value = case when jsonb_typeof(recall.config.value) = 'array' then recall.config.value\n"
+                 "  else '[]'::jsonb || recall.config.value end;\n")
+    assert _sqlcheck.check(sql_copy) == []
     # a released (pinned) migration is not checked again: it cannot change
     f.write_text("alter table recall.messages add column n_tokens int check (n_tokens > 0);\n")
     assert len(_sqlcheck.check(sql_copy)) == 1

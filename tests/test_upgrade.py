@@ -220,7 +220,7 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
             before = table_rows(conn)
             found = {name: conn.execute(q, {"q": ids["query"]}).fetchall() for name, q in recall_sql.items()}
             report = _migrate.migrate(conn)
-            assert report.applied == ["010-agent-first-keys", "011-message-tokens"]
+            assert report.applied == ["010-agent-first-keys", "011-message-tokens", "012-window-parts"]
             after = table_rows(conn)
             # 011-message-tokens adds the messages' token counts (NULL until the worker counts)
             added = {"n_tokens": None, "date_tokens": None}

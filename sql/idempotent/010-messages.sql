@@ -282,6 +282,29 @@ begin
 end
 $$;
 
+-- _window_part_members: which messages of a long window a part of it holds (1-based, in
+-- order): those with a character of their label or text in the part (the blank line after a
+-- message is no part of it). lens as for _window_part_speaker; start: the part's first
+-- character, counted from 0; len: the part's length.
+create or replace function recall._window_part_members(lens int[], start int, len int)
+returns int[]
+language plpgsql immutable parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  at int := lens[1];
+  members int[] := '{}';
+begin
+  for i in 1 .. coalesce(cardinality(lens), 1) - 1 loop
+    if at < start + len and at + lens[i + 1] - 2 > start then
+      members := members || i;
+    end if;
+    at := at + lens[i + 1];
+  end loop;
+  return members;
+end
+$$;
+
 -- _estimate_tokens: about four characters a token, until the embedder records the exact count.
 -- _rechunk writes the same expression out.
 create or replace function recall._estimate_tokens(body text)
@@ -326,7 +349,24 @@ declare
   win_size int := coalesce((select value::int from recall.config where key = 'window_messages'), 4);
   win_stride int := coalesce((select value::int from recall.config where key = 'window_stride'), 2);
   win_after int := win_size - 1;
+  -- per session: its text messages before from_seq (windows are numbered from the session's
+  -- first text message); counted only for a chat session redone from inside
+  text_before int[] := array_fill(0, array[coalesce(cardinality(session_ids), 0)]);
 begin
+  -- (never run where every session is redone whole, as recall.chunk_sessions does on a Citus
+  -- cluster: this statement is planned only when it runs)
+  if exists (select from unnest(from_seqs) f where f > -2147483648) then
+    select array_agg(coalesce(b.n, 0) order by a.i) into text_before
+    from unnest(agent_ids, session_ids, from_seqs) with ordinality as a(agent_id, session_id, from_seq, i)
+    left join lateral (
+      select count(*)::int as n
+      from recall.messages m
+      where m.agent_id = a.agent_id and m.session_id = a.session_id and m.seq < a.from_seq and m.kind = 'text'
+        and exists (select from recall.sessions s
+                    where s.agent_id = a.agent_id and s.session_id = a.session_id
+                      and s.metadata->>'chunking' = 'window')
+    ) b on a.from_seq > -2147483648;
+  end if;
   -- plpgsql, not sql: the plan of this statement is cached for the session (planning it
   -- costs milliseconds, more than running it for one message); generic, see above
   -- recall._speaker and recall._estimate_tokens are written out here (a call per chunk is
@@ -339,9 +379,10 @@ begin
            (select value::int from recall.config where key = 'code_context_chars') as code_chars
   ),
   -- the sessions to redo, each from the seq where its chunks may have changed
+  -- (the fewest text messages before belong to the smallest from_seq)
   affected as (
-    select a.agent_id, a.session_id, min(a.from_seq) as from_seq
-    from unnest(agent_ids, session_ids, from_seqs) as a(agent_id, session_id, from_seq)
+    select a.agent_id, a.session_id, min(a.from_seq) as from_seq, min(a.text_before) as text_before
+    from unnest(agent_ids, session_ids, from_seqs, text_before) as a(agent_id, session_id, from_seq, text_before)
     group by a.agent_id, a.session_id
   ),
   -- their messages from there on, each with its neighbours and the turn it belongs to.
@@ -352,8 +393,8 @@ begin
            coalesce(nullif(btrim(m.metadata->>'speaker'), ''), nullif(btrim(m.metadata->>'author'), ''),
                     initcap(m.role)) as speaker,
            coalesce(ss.metadata->>'chunking' = 'window', false) as windowed,
-           count(*) filter (where m.kind = 'text') over w as text_i,
-           count(*) filter (where m.kind = 'text') over (partition by m.agent_id, m.session_id) as text_n,
+           a.text_before + count(*) filter (where m.kind = 'text') over w as text_i,
+           a.text_before + count(*) filter (where m.kind = 'text') over (partition by m.agent_id, m.session_id) as text_n,
            max(m.seq) filter (where m.role = 'user' and m.kind = 'text')
              over (partition by m.agent_id, m.session_id order by m.seq) as turn_seq,
            lag(m.kind) over w as prev_kind,
@@ -371,8 +412,8 @@ begin
   ),
   -- window chunking (sessions with metadata.chunking = 'window', e.g. a chat between people):
   -- win_size consecutive text messages, a new window every win_stride; the last window may
-  -- be shorter so that every message is covered. Such sessions are always redone whole, so
-  -- text_i counts from the session's first text message. A window starts with the date of
+  -- be shorter so that every message is covered. text_i counts from the session's first text
+  -- message (text_before: those before from_seq, which _redo_from puts at a window's start). A window starts with the date of
   -- its first message ("[8 May 2023]", UTC): in a chat, when something was said is part of
   -- what was said, and the date in the indexed and embedded text lifted LoCoMo recall of
   -- chunks and of sessions (docs/BENCHMARKS.md).
@@ -506,15 +547,30 @@ begin
   -- (a part of a window after the first that starts inside a message is headed by that
   -- message's speaker: every speaker of a chat chunk is named in its text)
   derived as (
-    select u.agent_id, u.session_id, u.kind, u.first_seq, w.part, u.message_ids,
+    select u.agent_id, u.session_id, u.kind, u.first_seq, w.part,
+           case when p.members is null then u.message_ids
+                else array(select u.message_ids[i] from unnest(p.members) as i) end as message_ids,
            case when w.part > 0 and u.speakers is not null
                 then coalesce(recall._window_part_speaker(
                        u.speakers, u.lens, w.part * (conf.max_chars - conf.overlap_chars)) || ': ', '')
                 else '' end || w.content as content,
-           u.created_at, u.importance, u.metadata
+           u.created_at, u.importance,
+           -- a part of a long window lists the messages it holds, and has the first one's keys
+           case when p.members is null then u.metadata
+                else ((u.metadata->'messages'->(p.members[1] - 1)) - '{seq,external_id}'::text[])
+                     || jsonb_build_object('messages', (select jsonb_agg(u.metadata->'messages'->(i - 1) order by i)
+                                                        from unnest(p.members) as i))
+           end as metadata
     from units u
     cross join conf
     cross join lateral recall._split_windows(u.body, conf.max_chars, conf.overlap_chars) w
+    -- (a window cut into parts: char_length(body) > max_chars, as _split_windows decides)
+    cross join lateral (
+      select case when u.speakers is not null and char_length(u.body) > conf.max_chars
+                  then nullif(recall._window_part_members(
+                         u.lens, w.part * (conf.max_chars - conf.overlap_chars), char_length(w.content)), '{}')
+             end as members
+    ) p
     union all
     select c.agent_id, c.session_id, c.kind, c.first_seq, c.part, c.message_ids, c.body,
            c.created_at, c.importance, c.metadata
@@ -530,14 +586,15 @@ begin
     join recall.sessions s on s.agent_id = d.agent_id and s.session_id = d.session_id
   ),
   -- chunks of the redone range that are derived no more (summaries and curated memories are
-  -- not derived from messages: never deleted here)
+  -- not derived from messages: never deleted here). NOT IN over an uncorrelated list, not NOT
+  -- EXISTS: the generic plan expects a few rows and made NOT EXISTS a nested-loop anti join,
+  -- quadratic in the chunks redone (1.4 s of 1.7 s for a 5,000-message session); NOT IN is a
+  -- hashed subplan (no column of the list is ever null)
   removed as (
     delete from recall.chunks c
     using affected a
     where c.agent_id = a.agent_id and c.session_id = a.session_id and c.first_seq >= a.from_seq
       and c.kind not in ('summary', 'memory')
-      -- (NOT IN over the list: a hashed subplan; NOT EXISTS was a nested-loop anti join under
-      -- the generic plan, quadratic in the chunks redone)
       and (c.agent_id, c.session_id, c.kind, c.first_seq, c.part) not in
           (select r.agent_id, r.session_id, r.kind, r.first_seq, r.part from rows_ r)
     returning 1
@@ -577,22 +634,50 @@ end
 $$;
 
 -- _redo_from: where the chunks of a session may change when messages at or after seq change:
--- the start of the turn holding seq (a turn pair is anchored there), or seq itself
+-- the start of the turn holding seq (a turn pair is anchored there), or seq itself. In a chat
+-- session (windows) the start of the first window that can hold a text message at or after
+-- seq: windows start every window_stride text messages from the session's first, so appending
+-- to a long chat redoes its last windows, not the whole session.
 create or replace function recall._redo_from(p_agent_id text, p_session_id text, p_seq int)
 returns int
-language sql stable
+language plpgsql stable
 set search_path to pg_catalog, pg_temp
 as $$
-  select case
-    when (select s.metadata->>'chunking' from recall.sessions s
-          where s.agent_id = p_agent_id and s.session_id = p_session_id) = 'window'
-      then -2147483648          -- windows are numbered from the session's start: redo it whole
-    else coalesce(
+declare
+  win_size int;
+  win_stride int;
+  k0 int;          -- text messages before p_seq (numbered 1..k0)
+  t_min int;       -- the first window that can change starts at text message number t_min
+  start_seq int;
+begin
+  if (select s.metadata->>'chunking' from recall.sessions s
+      where s.agent_id = p_agent_id and s.session_id = p_session_id) is distinct from 'window' then
+    return coalesce(
       (select max(m.seq) from recall.messages m
        where m.agent_id = p_agent_id and m.session_id = p_session_id and m.seq <= p_seq
          and m.role = 'user' and m.kind = 'text'),
-      p_seq)
-  end
+      p_seq);
+  end if;
+  win_size := coalesce((select value::int from recall.config where key = 'window_messages'), 4);
+  win_stride := coalesce((select value::int from recall.config where key = 'window_stride'), 2);
+  select count(*) into k0
+  from recall.messages m
+  where m.agent_id = p_agent_id and m.session_id = p_session_id and m.seq < p_seq and m.kind = 'text';
+  -- a window starting at text message t holds t .. t + win_size - 1: those starting before
+  -- t_min end before message k0 + 1 and stay as they are
+  t_min := 1 + win_stride * ((greatest(0, k0 - win_size + 1) + win_stride - 1) / win_stride);
+  if t_min <= 1 then
+    return -2147483648;        -- from the session's start
+  elsif t_min > k0 then
+    return p_seq;              -- (windows that do not overlap) no earlier window can change
+  end if;
+  select m.seq into start_seq
+  from recall.messages m
+  where m.agent_id = p_agent_id and m.session_id = p_session_id and m.seq < p_seq and m.kind = 'text'
+  order by m.seq desc
+  offset k0 - t_min limit 1;
+  return least(p_seq, start_seq);
+end
 $$;
 
 -- _messages_after_insert: chunk what a statement inserted, once per statement (COPY-friendly)
