@@ -41,7 +41,8 @@ from .importers._records import Problem
 HEAD_BYTES = 64 * 1024
 LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
 FOLDER = "folder"                         # source_files.format of a remembered root folder
-UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes)
+UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes,
+                                          # but reported as such by every run)
 
 
 # where each coding agent keeps its sessions: Claude Code, Codex CLI, Gemini CLI
@@ -81,6 +82,7 @@ class SyncReport:
     files: list[FileResult] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)   # remembered files that no longer exist
     roots: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # files in the folders not named .jsonl/.json
 
     def count(self, *statuses: str) -> int:
         return sum(f.status in statuses for f in self.files)
@@ -114,10 +116,11 @@ class SyncReport:
             "rewritten": self.count("rewritten"), "updated": self.count("updated"),
             "reread": self.count("reread"), "unchanged": self.count("unchanged"),
             "not_transcript": self.count("not-transcript"), "failed": self.count("failed"),
-            "gone": len(self.gone),
+            "gone": len(self.gone), "ignored": len(self.ignored),
             "sessions": self.sessions, "messages": self.messages,
             "inserted": self.inserted, "skipped": self.skipped,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
+            "ignored_files": self.ignored,
         }
 
 
@@ -191,8 +194,9 @@ def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bo
          progress: Progress | None, on_start: Callable[[int], None] | None) -> SyncReport:
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise ConfigError("index/sync commit file by file: pass a connection outside a transaction")
-    files = list(dict.fromkeys(_walk(roots)))
-    report = SyncReport(roots=[str(r) for r in roots])
+    ignored: list[Path] = []
+    files = list(dict.fromkeys(_walk(roots, ignored)))
+    report = SyncReport(roots=[str(r) for r in roots], ignored=[str(p) for p in ignored])
     if on_start:
         on_start(len(files))
     # one run at a time per agent (two sessions starting together both sync): the second
@@ -210,7 +214,9 @@ def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bo
     return report
 
 
-def _walk(roots: list[Path]):
+def _walk(roots: list[Path], ignored: list[Path]):
+    """The files named, and the .jsonl/.json files under the folders named; the other files
+    found in the folders go to ``ignored``."""
     for root in roots:
         if root.is_file():
             yield root
@@ -220,6 +226,8 @@ def _walk(roots: list[Path]):
                 for name in sorted(names):
                     if name.lower().endswith(SUFFIXES):
                         yield Path(folder, name)
+                    else:
+                        ignored.append(Path(folder, name))
 
 
 def _known(conn: psycopg.Connection, agent_id: str) -> dict[str, tuple]:
@@ -249,12 +257,11 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             else:
                 result.status = "rewritten"      # shorter than what was read, or other bytes
         elif known is not None and not full and (known[1], known[2]) == (st.st_size, mtime):
-            return FileResult(str(path), "unchanged", UNKNOWN)
+            # still no transcript: not read again, but said again (each run tells what it left out)
+            return _not_transcript(path, st.st_size)
         fmt = fmt or detect_format(path)
         if fmt is None:
-            result.status, result.end_offset = "not-transcript", st.st_size
-            result.problems.append(Problem(str(path), None, "not a transcript (skipped)"
-                                           if st.st_size else "empty file (skipped)"))
+            result = _not_transcript(path, st.st_size)
             _record(conn, path, agent_id, UNKNOWN, st.st_size, mtime, st.st_size, None, 0, 1,
                     accumulate=False)
             return result
@@ -280,6 +287,12 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         result.status = "failed"
         result.problems.append(Problem(str(path), None, one_line(exc)))
         return result
+
+
+def _not_transcript(path: Path, size: int) -> FileResult:
+    reason = "not a transcript (skipped)" if size else "empty file (skipped)"
+    return FileResult(str(path), "not-transcript", None, 0, size,
+                      problems=[Problem(str(path), None, reason)])
 
 
 def _keep_first_project(conn: psycopg.Connection, sessions, agent_id: str) -> None:

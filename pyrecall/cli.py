@@ -699,6 +699,12 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
             click.echo(f"  {p}")
         if len(problems) > max_problems:
             click.echo(f"  ... and {len(problems) - max_problems} more (--json lists them all)")
+    if report.ignored:
+        click.echo(f"ignored: {len(report.ignored)} file(s) not named .jsonl or .json (not read)")
+        for path in report.ignored[:max_problems]:
+            click.echo(f"  {path}")
+        if len(report.ignored) > max_problems:
+            click.echo(f"  ... and {len(report.ignored) - max_problems} more (--json lists them all)")
     if d["inserted"]:
         click.echo("next: `pyrecall embed` to make them findable by meaning "
                    "(they are findable by keywords already)")
@@ -717,8 +723,9 @@ def import_(paths, agent, full, as_json, dsn):
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
     OpenAI chat, Discord export); the coding agent that wrote a session is kept as its
     source_agent (`pyrecall recall --source-agent codex`). Importing again adds nothing; a bad
-    line or file is reported with file:line and never stops the run. Folders are remembered
-    for `pyrecall sync`.
+    line or file is reported with file:line and never stops the run. Every run lists the files
+    it did not import: those that are no transcript, and the other files in the folders (not
+    .jsonl/.json). Folders are remembered for `pyrecall sync`.
 
     \b
     Example:

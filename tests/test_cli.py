@@ -315,9 +315,51 @@ def test_index_summary_and_sync(run, tmp_path):
     result = run("sync", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert {k: doc[k] for k in ("appended", "unchanged", "inserted", "skipped")} == {
-        "appended": 1, "unchanged": 1, "inserted": 1, "skipped": 0}
+    assert {k: doc[k] for k in ("appended", "unchanged", "not_transcript", "inserted", "skipped")} == {
+        "appended": 1, "unchanged": 0, "not_transcript": 1, "inserted": 1, "skipped": 0}
     assert doc["roots"] == [str(folder)]
+
+
+def test_every_import_says_which_files_were_not_imported_and_why(run, tmp_path):
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    (folder / "main.jsonl").write_bytes((FIXTURES / "shop-main.jsonl").read_bytes())
+    (folder / "other.json").write_text('{"name": "not a transcript"}')
+    (folder / "empty.jsonl").write_text("")
+    (folder / "README.md").write_text("# my transcripts")
+    (folder / "shot.png").write_bytes(b"\x89PNG\r\n")
+    left_out = [
+        "problems: 2 (skipped or repaired, the rest was imported)",
+        f"  {folder / 'empty.jsonl'}: empty file (skipped)",
+        f"  {folder / 'other.json'}: not a transcript (skipped)",
+        "ignored: 2 file(s) not named .jsonl or .json (not read)",
+        f"  {folder / 'README.md'}",
+        f"  {folder / 'shot.png'}",
+    ]
+
+    first = run("import", folder)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.splitlines()[0] == "files: 3 (1 new, 2 not transcripts)"
+    assert first.stdout.splitlines()[2:8] == left_out
+    # the next runs do not read them again, but say again what they left out
+    for again in (run("import", folder), run("sync")):
+        assert again.exit_code == 0, again.output
+        assert again.stdout.splitlines() == [
+            "files: 3 (1 unchanged, 2 not transcripts)",
+            "sessions: 0  messages: 0 new, 0 already stored  (agent claude-code)", *left_out]
+    doc = json.loads(run("sync", "--json").stdout)
+    assert (doc["unchanged"], doc["not_transcript"], doc["ignored"]) == (1, 2, 2)
+    assert doc["ignored_files"] == [str(folder / "README.md"), str(folder / "shot.png")]
+    assert [p["path"] for p in doc["problems"]] == [str(folder / "empty.jsonl"),
+                                                    str(folder / "other.json")]
+
+
+def test_a_folder_without_transcripts_fails_on_every_run(run, tmp_path):
+    (tmp_path / "other.json").write_text('{"name": "not a transcript"}')
+    for _ in range(2):
+        result = run("import", tmp_path)
+        assert result.exit_code == 1
+        assert "Error: none of the files is a transcript pyrecall can import" in result.stderr
 
 
 # ---------------------------------------------------------------- embed / worker

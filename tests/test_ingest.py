@@ -187,9 +187,13 @@ def test_bad_input_is_reported_with_file_and_line_and_the_rest_lands(conn, tmp_p
     assert any(p.line == 1 and "invalid JSON" in p.reason for p in by_name["cut.json"].problems)
     rows = conn.execute("select content from recall.messages order by session_id, seq").fetchall()
     assert [r[0] for r in rows] == ["kept", "first question", "first answer", "second question"]
-    # the next run does not read the junk again, nor anything else
+    # the next run does not read anything again, but says again which files are no transcripts
     again = _sync.index(conn, [folder], agent_id="claude-code")
-    assert again.count("unchanged") == 4 and again.inserted == 0
+    assert again.count("unchanged") == 2 and again.inserted == 0
+    assert {Path(p.path).name: p.reason for p in again.problems} == {
+        "junk.json": "not a transcript (skipped)", "empty.jsonl": "empty file (skipped)"}
+    assert [Path(p).name for p in report.ignored] == ["notes.txt"] == [
+        Path(p).name for p in again.ignored]
 
 
 def _chat(session_id: str, n: int) -> Session:
