@@ -12,6 +12,7 @@ and NUL bytes are removed before sending (PostgreSQL text cannot hold them anywa
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import random
@@ -155,7 +156,37 @@ def _sentence_transformer(name: str, device: str, bundled):
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
         raise MissingDependencyError(f"model local/{name} needs sentence-transformers: {LOCAL_EXTRA}") from e
-    return SentenceTransformer(str(bundled) if bundled is not None else name, device=device)
+    with _no_progress_bars():
+        return SentenceTransformer(str(bundled) if bundled is not None else name, device=device)
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    """No progress bar while a model loads: transformers draws "Loading weights" on stderr (its
+    own tqdm, on unless the Hub's bars were off when it was imported), the Hub its download
+    bars. A library must not draw on its user's terminal; the settings the program had are
+    restored after (HF_HUB_DISABLE_PROGRESS_BARS=0 asks for bars: then nothing changes)."""
+    import importlib
+
+    try:
+        hub_tqdm = importlib.import_module("huggingface_hub.utils.tqdm")  # the module, not its class
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().upper() in ("0", "FALSE", "NO", "OFF"):
+        yield
+        return
+    hub_states = dict(hub_tqdm.progress_bar_states)
+    transformers_bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # transformers' bars, and the Hub's
+    try:
+        yield
+    finally:
+        if transformers_bars:
+            hf_logging.enable_progress_bar()
+        hub_tqdm.progress_bar_states.clear()
+        hub_tqdm.progress_bar_states.update(hub_states)
 
 
 def onnx_cache_dir(source, data_dir=None):
@@ -198,11 +229,9 @@ def export_onnx(source, target) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # "Loading weights" is not for our users
         # eager attention: a plain graph, the mask applied as data (no shape-specialised branch)
-        model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
+        with _no_progress_bars():
+            model = AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
 
         class Hidden(torch.nn.Module):
             def __init__(self, bert):

@@ -5,9 +5,15 @@ No mocks: LiteLLMEmbedder talks HTTP to 127.0.0.1, where the server fails on dem
 
 import asyncio
 import email.utils
+import json
 import math
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,6 +144,36 @@ def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers()
     assert isinstance(e._loaded(1)[0], OnnxMiniLM)
     assert type(e._loaded(BULK_TEXTS + 1)[0]).__name__ == "SentenceTransformer"
     assert isinstance(LocalEmbedder(backend="onnx")._loaded(1000)[0], OnnxMiniLM)
+
+
+LOAD_IN_A_PROGRAM = textwrap.dedent("""
+    import json, sys
+    import huggingface_hub.utils as hub
+    from transformers.utils import logging as hf_logging
+    from pyrecall import Recall, _embed
+
+    hub.disable_progress_bars("my_downloads")  # the program's own choice, to be kept
+    r = Recall(sys.argv[1])
+    r.embedder.embed([f"chunk {i}" for i in range(40)])  # bulk work: sentence-transformers
+    print(json.dumps({"backends": sorted(k[2] for k in _embed._MODELS),
+                      "transformers_bars": hf_logging.is_progress_bar_enabled(),
+                      "hub_bars_off": hub.are_progress_bars_disabled(),
+                      "my_downloads_off": hub.are_progress_bars_disabled("my_downloads")}))
+""")
+
+
+def test_loading_the_model_in_a_program_draws_no_progress_bar(db_url):
+    # a plain Python program, not the CLI (which turns the Hub's bars off for its whole process)
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("PYRECALL_EMBED_MODEL", None)
+    done = subprocess.run([sys.executable, "-c", LOAD_IN_A_PROGRAM, db_url], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "\r" not in done.stderr, done.stderr
+    # the program's settings are as it left them: bars on, but not for its own group
+    assert json.loads(done.stdout) == {"backends": ["torch"], "transformers_bars": True,
+                                       "hub_bars_off": False, "my_downloads_off": True}
 
 
 def test_local_aembed_equals_embed(local):
