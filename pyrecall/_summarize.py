@@ -40,6 +40,7 @@ where (%(agent)s::text is null or s.agent_id = %(agent)s)
        or exists (select from recall.chunks c
                   where c.agent_id = s.agent_id and c.session_id = s.session_id and c.kind <> 'summary'
                     and c.embedded_at > s.summary_at))
+  and exists (select from recall.messages m where m.agent_id = s.agent_id and m.session_id = s.session_id)
 order by s.started_at, s.session_id
 """
 
@@ -71,9 +72,13 @@ on conflict (agent_id, session_id, kind, first_seq, part) do update
 class SummaryReport:
     extractive: int = 0          # sessions whose extractive summary / centroid was (re)made
     written: int = 0             # sessions summarized by the model
-    failed: int = 0
+    failed: int = 0              # sessions the model failed on (errors: why)
     model: str | None = None
     errors: list[str] = field(default_factory=list)
+    not_tried: int = 0           # sessions the model was not asked: it had failed on the first 3
+    # the sessions the model did not write (failed, not tried) and the summary each keeps:
+    # "extractive", another model's name, or None (none: no embedded chunk yet)
+    kept: dict[str, str | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -86,7 +91,10 @@ def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: s
     """Summarize the sessions that changed since their last summary (all with only_stale=False).
 
     Extractive always (it also gives each session its embedding); with ``model``, the text is
-    then written by that model. ``completion`` replaces ``litellm.completion`` (tests).
+    then written by that model. A session the model fails on keeps the summary it had (the
+    extractive one just made, if it had none from a model): ``report.failed``, ``errors`` and
+    ``kept`` say which; it stays stale for the model, so the next run tries it again.
+    ``completion`` replaces ``litellm.completion`` (tests).
     """
     if max_chars < 100:
         raise ConfigError(f"max_chars must be at least 100, got {max_chars}")
@@ -106,8 +114,10 @@ def summarize(conn: psycopg.Connection, *, agent_id: str | None = None, model: s
 def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str | None]], model: str,
                       complete: Callable[..., object], report: SummaryReport,
                       progress: Callable[[str], None] | None = None) -> None:
-    """Have ``model`` write the summary of each (agent_id, session_id, title); failures are counted."""
-    for agent_id, session_id, title in todo:
+    """Have ``model`` write the summary of each (agent_id, session_id, title); failures are
+    counted, and the summary the sessions not written keep is told (``report.kept``)."""
+    left: list[tuple[str, str]] = []  # (agent_id, session_id) the model did not write
+    for i, (agent_id, session_id, title) in enumerate(todo):
         transcript = _transcript(conn, agent_id, session_id)
         if not transcript:
             continue
@@ -119,8 +129,13 @@ def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str |
         except Exception as exc:  # noqa: BLE001 - any provider failure: count it, go on
             report.failed += 1
             report.errors.append(f"{session_id}: {_one_line(exc)}")
+            left.append((agent_id, session_id))
             if report.failed >= 3 and report.written == 0:
-                break  # a bad key or an unknown model: no use trying every session
+                # a bad key or an unknown model: no use trying every session
+                rest = todo[i + 1:]
+                report.not_tried += len(rest)
+                left += [(a, sid) for a, sid, _title in rest]
+                break
             continue
         label = f'Summary of session "{title}"' if title else "Summary of session"
         conn.execute(SAVE_SQL, {"agent": agent_id, "sid": session_id, "text": text, "model": model,
@@ -128,6 +143,11 @@ def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str |
         report.written += 1
         if progress:
             progress(session_id)
+    if left:
+        report.kept.update(conn.execute(
+            "select s.session_id, s.summary_model from recall.sessions s "
+            "join unnest(%s::text[], %s::text[]) as l(agent_id, session_id) using (agent_id, session_id)",
+            [[a for a, _ in left], [sid for _, sid in left]]).fetchall())
 
 
 QUIET_SQL = ("select s.agent_id, q.session_id, s.title from recall.summarize_quiet_sessions("

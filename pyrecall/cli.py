@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -930,7 +931,9 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
               help="Only this agent's sessions [default: every agent].")
 @click.option("--summarize-with", "llm", default=None, metavar="MODEL",
               help="Have this chat model (litellm name, e.g. openai/gpt-4o-mini) write the "
-                   "summaries [default: extractive, no LLM].")
+                   "summaries [default: extractive, no LLM]. A session it fails on keeps the "
+                   "summary it had (reported; tried again at the next run); exit 1 if it "
+                   "wrote none.")
 @click.option("--all", "everything", is_flag=True,
               help="Every session, not only those changed since their last summary.")
 @json_option
@@ -942,7 +945,9 @@ def summarize(agent, llm, everything, as_json, dsn):
 
     By default extractive and in the database (recall.summarize_sessions): the session's
     embedding is the centroid of its chunks, its summary its most central chunks. Run after
-    `pyrecall embed`.
+    `pyrecall embed`. With --summarize-with, the extractive pass still runs first (it gives
+    each session its embedding), then the model rewrites the text; a session the model fails
+    on keeps its extractive summary (or an earlier model's), and each failure is listed.
 
     \b
     Example:
@@ -959,12 +964,32 @@ def summarize(agent, llm, everything, as_json, dsn):
     else:
         line = f"summarized: {report.extractive} session(s) extractively"
         if llm:
-            line += f", {report.written} by {llm}" + (f", {report.failed} failed" if report.failed else "")
+            line += (f", {report.written} by {llm}" + (f", {report.failed} failed" if report.failed else "")
+                     + (f", {report.not_tried} not tried" if report.not_tried else ""))
         click.echo(line)
         for err in report.errors[:10]:
             click.echo(f"error: {err}", err=True)
-    if llm and report.failed and not report.written:
+        if len(report.errors) > 10:
+            click.echo(f"error: ... and {len(report.errors) - 10} more (--json lists them all)", err=True)
+        if report.not_tried:
+            click.echo(f"note: {report.not_tried} session(s) not sent to {llm}: it failed on the "
+                       "first 3", err=True)
+        if report.kept:
+            again = sum(m != llm for m in report.kept.values())  # still stale for the model
+            click.echo(f"note: {len(report.kept)} session(s) not summarized by {llm} keep the summary "
+                       f"they had ({_kept_summaries(report.kept)})"
+                       + (f"; the next run tries {again} again" if again else ""), err=True)
+    if llm and (report.failed or report.not_tried) and not report.written:
         sys.exit(1)
+
+
+def _kept_summaries(kept: dict) -> str:
+    """'2 extractive, 1 by openai/gpt-4o-mini, 1 none', from session id -> summary_model."""
+    counts = Counter(kept.values())
+    parts = [f"{counts.pop('extractive')} extractive"] if "extractive" in counts else []
+    none = counts.pop(None, 0)
+    parts += [f"{n} by {m}" for m, n in sorted(counts.items())]
+    return ", ".join(parts + ([f"{none} none: nothing embedded yet"] if none else []))
 
 
 # ---------------------------------------------------------------- sessions / show / forget

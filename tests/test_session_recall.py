@@ -147,3 +147,69 @@ def test_llm_summaries_through_litellm(server_url, template_url, embedder, monke
             assert ("summary",) in hits
     finally:
         drop_database(server_url, url)
+
+
+def test_summarize_with_a_failing_model_says_what_each_session_keeps(server_url, template_url, embedder,
+                                                                     monkeypatch):
+    """`pyrecall summarize --summarize-with MODEL`: the extractive pass runs first (the session
+    vectors); a session the model fails on keeps the summary it had, and the output says which,
+    why, and that the next run tries it again; exit 1 when the model wrote none."""
+    from pyrecall._embed import _litellm
+
+    litellm = _litellm()
+    refuse = {"Redis"}
+
+    class FakeLLM(litellm.CustomLLM):
+        def completion(self, *args, **kwargs):
+            text = kwargs["messages"][-1]["content"]
+            if "*" in refuse or any(word in text for word in refuse):
+                raise litellm.AuthenticationError("invalid key", llm_provider="fakellm", model="m")
+            return litellm.completion(model="gpt-4o-mini", messages=kwargs["messages"],
+                                      mock_response="What the model wrote.")
+
+    monkeypatch.setattr(litellm, "custom_provider_map",
+                        [{"provider": "fakellm", "custom_handler": FakeLLM()}])
+    url = new_database(server_url)
+    try:
+        with Recall(url, embedder=embedder) as r:
+            _sync.index(r.conn, [FIXTURE], agent_id="ops")
+            r.embed_pending()
+            # a fourth session, later, with nothing embedded: no summary of any kind yet
+            r.conn.execute("insert into recall.sessions (session_id, agent_id) values ('fresh', 'ops')")
+            r.conn.execute("insert into recall.messages (session_id, agent_id, role, content) "
+                           "values ('fresh', 'ops', 'user', 'Is Redis up yet?')")
+            env = {"PYRECALL_DSN": url, "PYRECALL_AGENT": "ops"}
+
+            def summarize(model):
+                return CliRunner().invoke(main, ["summarize", "--summarize-with", model], env=env)
+
+            def kept():
+                return dict(r.conn.execute("select session_id, summary_model from recall.sessions"))
+
+            some = summarize("fakellm/one")
+            assert some.exit_code == 0, some.output
+            assert some.stdout == "summarized: 3 session(s) extractively, 2 by fakellm/one, 2 failed\n"
+            assert some.stderr == (
+                "error: redis-cache: AuthenticationError: litellm.AuthenticationError: invalid key\n"
+                "error: fresh: AuthenticationError: litellm.AuthenticationError: invalid key\n"
+                "note: 2 session(s) not summarized by fakellm/one keep the summary they had "
+                "(1 extractive, 1 none: nothing embedded yet); the next run tries 2 again\n")
+            assert kept() == {"pg-upgrade": "fakellm/one", "redis-cache": "extractive",
+                              "ci-timeouts": "fakellm/one", "fresh": None}
+
+            refuse.add("*")  # now a bad key: after 3 failures the rest is not sent
+            none = summarize("fakellm/two")
+            assert none.exit_code == 1
+            assert none.stdout == "summarized: 0 session(s) extractively, 0 by fakellm/two, 3 failed, 1 not tried\n"
+            assert none.stderr.splitlines()[3:] == [
+                "note: 1 session(s) not sent to fakellm/two: it failed on the first 3",
+                "note: 4 session(s) not summarized by fakellm/two keep the summary they had "
+                "(1 extractive, 2 by fakellm/one, 1 none: nothing embedded yet); the next run "
+                "tries 4 again"]
+            doc = json.loads(CliRunner().invoke(main, ["summarize", "--summarize-with", "fakellm/two",
+                                                       "--json"], env=env).stdout)
+            assert (doc["written"], doc["failed"], doc["not_tried"]) == (0, 3, 1)
+            assert doc["kept"] == {"pg-upgrade": "fakellm/one", "redis-cache": "extractive",
+                                   "ci-timeouts": "fakellm/one", "fresh": None}
+    finally:
+        drop_database(server_url, url)
