@@ -70,6 +70,21 @@ class EmbedReport:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def add(self, other: EmbedReport) -> None:
+        """Add the counts of ``other`` (one batch, once committed)."""
+        for name in ("scanned", "embedded", "skipped", "failed", "counted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors += other.errors
+
+
+class EmbedInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :meth:`Worker.run`: ``report`` counts the batches committed before it (the
+    batch in flight was rolled back and stays pending)."""
+
+    def __init__(self, report: EmbedReport):
+        super().__init__()
+        self.report = report
+
 
 def filter_condition(filter: dict | None, column: str = "c.metadata") -> tuple[sql.Composable, list]:
     """SQL for a metadata filter, as hybrid_recall v4 reads one: every key must match; a key
@@ -223,19 +238,24 @@ class Worker:
         """Embed until nothing is pending (or max_batches); return the summary."""
         check_dimension(self.conn, self.embedder)
         report, start, batches = EmbedReport(), time.perf_counter(), 0
-        for scope in self._scopes():
-            self._scope = scope
-            self._after = 0   # one pass in chunk_id order: a chunk that failed waits for the next run
-            while max_batches is None or batches < max_batches:
-                n = self.run_batch(report)
-                if n == 0:
-                    break
-                batches += 1
-        self._scope = self.agent
-        report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
-        report.vacuumed = self._vacuum(report)
-        report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
-                                       model=self.model_filter, filter=self.filter)
+        try:
+            for scope in self._scopes():
+                self._scope = scope
+                self._after = 0   # one pass in chunk_id order: a chunk that failed waits for the next run
+                while max_batches is None or batches < max_batches:
+                    n = self.run_batch(report)
+                    if n == 0:
+                        break
+                    batches += 1
+            self._scope = self.agent
+            report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
+            report.vacuumed = self._vacuum(report)
+            report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
+                                           model=self.model_filter, filter=self.filter)
+        except KeyboardInterrupt as exc:
+            self._scope = self.agent
+            report.seconds = time.perf_counter() - start
+            raise EmbedInterrupted(report) from exc
         report.seconds = time.perf_counter() - start
         return report
 
@@ -264,8 +284,10 @@ class Worker:
         return True
 
     def run_batch(self, report: EmbedReport) -> int:
-        """Claim, embed and write one batch; return how many chunks it claimed."""
+        """Claim, embed and write one batch, in one transaction; return how many chunks it
+        claimed. ``report`` is given the batch's counts once it is committed."""
         where, params = _where(self._scope, self.since, self.model_filter, self.retry_now, self.filter)
+        batch = EmbedReport()
         with self.conn.transaction():
             rows = self.conn.execute(
                 sql.SQL("select c.chunk_id, c.content from recall.chunks c where {} and c.chunk_id > %s "
@@ -274,16 +296,17 @@ class Worker:
             if not rows:
                 return 0
             self._after = rows[-1][0]
-            report.scanned += len(rows)
+            batch.scanned += len(rows)
             empty = [cid for cid, text in rows if not text.strip()]
             if empty:  # nothing to embed: parked, never retried
                 self.conn.execute(sql.SQL("update recall.chunks c set embed_error = 'empty text', "
                                           "embed_after = 'infinity' where c.chunk_id = any(%s){}")
                                   .format(self._in_scope()), [empty, *self._scope_params()])
-                report.skipped += len(empty)
+                batch.skipped += len(empty)
             todo = [(cid, text) for cid, text in rows if text.strip()]
             if todo:
-                self._embed_rows(todo, report)
+                self._embed_rows(todo, batch)
+        report.add(batch)
         if self.progress:
             self.progress(len(rows))
         return len(rows)

@@ -792,7 +792,8 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
     Resumable and safe to run beside `pyrecall worker`: batches are claimed with
-    FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff. A run that
+    FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff. Each batch is
+    committed whole or not at all: after Ctrl-C (exit 130) the next run goes on from there. A run that
     writes 1,000 chunks or more ends with VACUUM (ANALYZE) recall.chunks, so that the next
     queries do not wade through the rows the updates left behind.
 
@@ -803,7 +804,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
       pyrecall embed --filter guild="Acme Engineering" --filter channel=incidents
       pyrecall embed --reembed --model openai/text-embedding-3-small --yes
     """
-    from ._worker import EmbedReport
+    from ._worker import EmbedInterrupted, EmbedReport
 
     console = _stderr_console()
     filter_ = build_filter(filters)
@@ -839,6 +840,12 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
                 run = r.embed_pending(batch_size=batch_size, **chosen)
             run.cleaned = report.cleaned
             report = run
+    except KeyboardInterrupt as exc:
+        # each batch is one transaction: the one in flight was rolled back and stays pending
+        done = exc.report.embedded if isinstance(exc, EmbedInterrupted) else 0
+        click.echo(f"interrupted: {done} chunk(s) embedded and committed; `pyrecall embed` goes "
+                   "on from there", err=True)
+        sys.exit(130)
     finally:
         r.close()
     if as_json:

@@ -378,6 +378,54 @@ def test_embed_dry_run_then_embed(run, tmp_path):
     assert re.search(r"│\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │", table.stdout)
 
 
+def test_ctrl_c_during_embed_says_what_was_committed(db_url, local_model):
+    """SIGINT to `pyrecall embed` once some chunks are embedded: one line saying how many were
+    embedded and committed, exit 130, no traceback; each batch committed whole or not at all,
+    and the next run goes on from there."""
+    import signal
+    import time
+
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("insert into recall.sessions (session_id, agent_id) "
+                     "select 's' || i, 'a1' from generate_series(1, 60) i")
+        conn.execute("insert into recall.messages (session_id, agent_id, role, content) "
+                     "select 's' || i, 'a1', case when j % 2 = 0 then 'user' else 'assistant' end, "
+                     "'message ' || j || ' of session ' || i || ': how do we deploy service ' || i "
+                     "from generate_series(1, 60) i, generate_series(0, 9) j order by i, j")
+        total = conn.execute("select count(*) from recall.chunks").fetchone()[0]
+        assert total >= 250
+        env = {**os.environ, "PYRECALL_DSN": db_url, "HF_HUB_OFFLINE": "1",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env.pop("PYRECALL_EMBED_MODEL", None)
+        proc = subprocess.Popen([sys.executable, "-m", "pyrecall.cli", "embed", "--batch-size", "16"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def embedded():
+            return conn.execute("select count(*) from recall.chunks where embedding is not null").fetchone()[0]
+        deadline = time.monotonic() + 120
+        while embedded() == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        done = embedded()
+        assert 0 < done < total, (done, total, err)
+        assert (proc.returncode, out) == (130, ""), err
+        assert err == (f"interrupted: {done} chunk(s) embedded and committed; "
+                       "`pyrecall embed` goes on from there\n")
+        # whole batches only: the first `done` chunks in claim order, a multiple of the batch
+        assert done % 16 == 0
+        ids = [r[0] for r in conn.execute("select embedding is not null from recall.chunks order by chunk_id")]
+        assert ids == [True] * done + [False] * (total - done)
+        assert conn.execute("select count(*) from recall.chunks where embed_error is not null").fetchone() == (0,)
+
+        again = subprocess.run([sys.executable, "-m", "pyrecall.cli", "embed", "--json"], env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert (json.loads(again.stdout)["embedded"], embedded()) == (total - done, total)
+
+
 def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
     import psycopg
 
