@@ -167,6 +167,7 @@ def _no_progress_bars():
     bars. A library must not draw on its user's terminal; the settings the program had are
     restored after (HF_HUB_DISABLE_PROGRESS_BARS=0 asks for bars: then nothing changes)."""
     import importlib
+    import warnings
 
     try:
         hub_tqdm = importlib.import_module("huggingface_hub.utils.tqdm")  # the module, not its class
@@ -174,7 +175,7 @@ def _no_progress_bars():
     except ImportError:
         yield
         return
-    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().upper() in ("0", "FALSE", "NO", "OFF"):
+    if hub_tqdm.HF_HUB_DISABLE_PROGRESS_BARS is False:  # =0: the user wants bars
         yield
         return
     hub_states = dict(hub_tqdm.progress_bar_states)
@@ -184,7 +185,9 @@ def _no_progress_bars():
         yield
     finally:
         if transformers_bars:
-            hf_logging.enable_progress_bar()
+            with warnings.catch_warnings():  # the Hub's "cannot enable" when its variable is 1
+                warnings.simplefilter("ignore")
+                hf_logging.enable_progress_bar()
         hub_tqdm.progress_bar_states.clear()
         hub_tqdm.progress_bar_states.update(hub_states)
 
