@@ -479,7 +479,9 @@ class Recall:
         """Embed every pending chunk with the configured model, in batches claimed FOR UPDATE
         SKIP LOCKED (safe beside a running worker). ``agent_id``, ``since``, ``filter`` (as
         recall's): only those chunks; ``reembed``: also the chunks another model embedded;
-        ``progress(n)`` is told each batch's size."""
+        ``progress(n)`` is told each batch's size. Each batch is one transaction: Ctrl-C
+        raises ``_worker.EmbedInterrupted`` (a KeyboardInterrupt) whose ``report`` counts the
+        batches committed; the batch in flight stays pending."""
         return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
                       reembed=reembed, filter=filter, progress=progress).run()
 
