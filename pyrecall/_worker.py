@@ -12,6 +12,8 @@ the whole batch records it, after one request.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -75,6 +77,42 @@ class EmbedReport:
         for name in ("scanned", "embedded", "skipped", "failed", "counted"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors += other.errors
+
+
+class _CommitGuard:
+    """SIGINT held from ``arm()`` (the end of a batch's work) until the block ends (its commit
+    done and counted): an interrupt that lands during the COMMIT round trip cannot leave a
+    batch saved but uncounted. Before ``arm()`` SIGINT acts at once, as the program had it; a
+    held one is delivered when the block ends (on an error too). Outside the main thread
+    (signals are not delivered there) it does nothing."""
+
+    def __enter__(self) -> _CommitGuard:
+        self.armed = self.held = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def _handler(self, signum, frame) -> None:
+        if self.armed:
+            self.held = True
+        else:
+            self._deliver(signum, frame)
+
+    def _deliver(self, signum=signal.SIGINT, frame=None) -> None:
+        if callable(self.previous):
+            self.previous(signum, frame)
+        elif self.previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            if self.held:
+                self._deliver()
 
 
 class EmbedInterrupted(KeyboardInterrupt):
@@ -288,25 +326,27 @@ class Worker:
         claimed. ``report`` is given the batch's counts once it is committed."""
         where, params = _where(self._scope, self.since, self.model_filter, self.retry_now, self.filter)
         batch = EmbedReport()
-        with self.conn.transaction():
-            rows = self.conn.execute(
-                sql.SQL("select c.chunk_id, c.content from recall.chunks c where {} and c.chunk_id > %s "
-                        "order by c.chunk_id limit %s for update skip locked").format(where),
-                [*params, self._after, self.batch_size]).fetchall()
-            if not rows:
-                return 0
-            self._after = rows[-1][0]
-            batch.scanned += len(rows)
-            empty = [cid for cid, text in rows if not text.strip()]
-            if empty:  # nothing to embed: parked, never retried
-                self.conn.execute(sql.SQL("update recall.chunks c set embed_error = 'empty text', "
-                                          "embed_after = 'infinity' where c.chunk_id = any(%s){}")
-                                  .format(self._in_scope()), [empty, *self._scope_params()])
-                batch.skipped += len(empty)
-            todo = [(cid, text) for cid, text in rows if text.strip()]
-            if todo:
-                self._embed_rows(todo, batch)
-        report.add(batch)
+        with _CommitGuard() as guard:
+            with self.conn.transaction():
+                rows = self.conn.execute(
+                    sql.SQL("select c.chunk_id, c.content from recall.chunks c where {} and c.chunk_id > %s "
+                            "order by c.chunk_id limit %s for update skip locked").format(where),
+                    [*params, self._after, self.batch_size]).fetchall()
+                if not rows:
+                    return 0
+                self._after = rows[-1][0]
+                batch.scanned += len(rows)
+                empty = [cid for cid, text in rows if not text.strip()]
+                if empty:  # nothing to embed: parked, never retried
+                    self.conn.execute(sql.SQL("update recall.chunks c set embed_error = 'empty text', "
+                                              "embed_after = 'infinity' where c.chunk_id = any(%s){}")
+                                      .format(self._in_scope()), [empty, *self._scope_params()])
+                    batch.skipped += len(empty)
+                todo = [(cid, text) for cid, text in rows if text.strip()]
+                if todo:
+                    self._embed_rows(todo, batch)
+                guard.arm()   # a Ctrl-C from here waits until the batch is committed and counted
+            report.add(batch)   # (inside the guard: counted before a held Ctrl-C)
         if self.progress:
             self.progress(len(rows))
         return len(rows)

@@ -199,3 +199,31 @@ def test_no_vacuum_inside_the_callers_transaction(db_url, monkeypatch):
         seed(c, 20)
         report = Worker(c, FakeEmbedder()).run()
         assert (report.embedded, report.vacuumed) == (20, False)
+
+
+def test_commit_guard_holds_ctrl_c_from_arm_to_the_end_of_the_block():
+    """A Ctrl-C during a batch's COMMIT waits until the batch is counted (then interrupts); one
+    before arm() interrupts at once; the program's own handler is back afterwards."""
+    before = signal.getsignal(signal.SIGINT)
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with _worker._CommitGuard() as guard:
+            guard.arm()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            steps.append("counted")     # reached: the interrupt is held
+    assert steps == ["counted"] and signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):
+        with _worker._CommitGuard():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            steps.append("not reached")
+    assert steps == ["counted"] and signal.getsignal(signal.SIGINT) is before
+    with _worker._CommitGuard() as guard:   # nothing held: nothing raised
+        guard.arm()
+    # outside the main thread it does nothing (signals go to the main thread)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_worker._CommitGuard().__enter__().previous))
+    t.start()
+    t.join()
+    assert seen == [None]
