@@ -118,6 +118,9 @@ def bench():
                    "session_recall (the stable names), or a version: hybrid_recall_v4, "
                    "hybrid_recall_v5, hybrid_recall_v6, hybrid_recall_v7 (the budget filled turn "
                    "by turn), session_recall_v4, session_recall_v5, session_recall_v6.")
+@click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
+              help="Embedding model of the chunks and questions (not the configured one: "
+                   "figures stay comparable between runs), e.g. local/all-MiniLM-L6-v2-int8.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
@@ -125,11 +128,11 @@ def bench():
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @_handle_errors
 def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversations,
-               limit_questions, one_agent, as_json, dsn, quiet):
+               limit_questions, one_agent, model, as_json, dsn, quiet):
     """Evidence recall of dense, text, hybrid_recall and session_recall on LoCoMo.
 
     Each conversation is one agent (with --one-agent, all are one), loaded into a fresh
-    database through the normal ingestion path and embedded with the local all-MiniLM-L6-v2; questions of categories
+    database through the normal ingestion path and embedded with --model; questions of categories
     1-4 are asked through the public SQL functions. Answers are never used. Each method is
     judged by recall over its first k chunks and, at each of --budgets, by the evidence its
     context holds when the function fills that token budget; single-turn baselines (the
@@ -142,7 +145,10 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversati
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --budgets 250,1000
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \\
         --methods hybrid_recall_v6,hybrid_recall_v7,session_recall_v6
+      pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \
+        --methods hybrid_recall,session_recall --model local/all-MiniLM-L6-v2-int8
     """
+    from .._embed import get_embedder
     from . import locomo
 
     names = [n.strip() for n in methods.split(",") if n.strip()]
@@ -155,7 +161,8 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversati
                             limit_questions=limit_questions, budgets=_budgets(budgets),
                             baselines=baselines, chunking=chunking,
                             methods=[locomo.METHODS[n] for n in dict.fromkeys(names)],
-                            one_agent="locomo" if one_agent else None, progress=progress)
+                            one_agent="locomo" if one_agent else None,
+                            embedder=get_embedder(model), progress=progress)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
