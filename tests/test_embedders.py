@@ -26,10 +26,15 @@ from pyrecall._embed import (
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxMiniLM,
+    _bundled_dir,
     clean_texts,
     get_embedder,
+    int8_cache_dir,
+    onnx_cache_dir,
+    quantize_onnx,
 )
 from pyrecall._errors import ConfigError, EmbeddingError, TransientEmbeddingError
+from pyrecall._worker import Worker, check_dimension, count_pending
 
 MODEL = "openai/text-embedding-3-small"
 DIM = 8  # of the hash vectors: small, so requests stay small
@@ -144,6 +149,108 @@ def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers()
     assert isinstance(e._loaded(1)[0], OnnxMiniLM)
     assert type(e._loaded(BULK_TEXTS + 1)[0]).__name__ == "SentenceTransformer"
     assert isinstance(LocalEmbedder(backend="onnx")._loaded(1000)[0], OnnxMiniLM)
+
+
+# -- the int8 model: another model ----------------------------------------------------------
+
+INT8 = "local/all-MiniLM-L6-v2-int8"
+
+
+@pytest.fixture(scope="module")
+def int8():
+    return LocalEmbedder(INT8)
+
+
+def test_int8_vectors_are_unit_384_dim_and_near_the_fp32_model(int8):
+    a = np.asarray(int8.embed(SAME_VECTOR_TEXTS))
+    b = np.asarray(LocalEmbedder(backend="onnx").embed(SAME_VECTOR_TEXTS))
+    assert (int8.model, int8.dim, a.shape) == (INT8, 384, (len(SAME_VECTOR_TEXTS), 384))
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cosines = (a * b).sum(axis=1)
+    # measured on these texts: 0.9855 ("unbelievably") to 0.9957, mean 0.9915 (on 2,116
+    # chunks of generated sessions: mean 0.9927, min 0.983)
+    assert cosines.min() >= 0.98 and cosines.mean() >= 0.99, cosines
+    assert cosines.max() < 0.9999, cosines  # quantised: not the fp32 model's vectors
+    # bulk work runs on ONNX Runtime too (its only backend), with the same vectors
+    model = int8._loaded(BULK_TEXTS + 1)[0]
+    assert isinstance(model, OnnxMiniLM) and model.int8
+    bulk = np.asarray(int8.embed(SAME_VECTOR_TEXTS * 2))[:len(SAME_VECTOR_TEXTS)]
+    assert np.allclose(bulk, a, atol=1e-6)
+
+
+def test_int8_is_deterministic_across_two_quantisations(int8, tmp_path):
+    # a second quantisation of the export (another process, another data dir, gets the same)
+    source = _bundled_dir("all-MiniLM-L6-v2")
+    assert int8_cache_dir(source).parent == onnx_cache_dir(source).parent  # beside the export
+    assert int8_cache_dir(source) != onnx_cache_dir(source)
+    quantize_onnx(onnx_cache_dir(source), tmp_path / "again")
+    again = OnnxMiniLM(source, cache_dir=tmp_path / "again", int8=True)
+    first = np.asarray(int8.embed(SAME_VECTOR_TEXTS))
+    assert np.array_equal(again.encode(SAME_VECTOR_TEXTS, 64), first)
+
+
+def test_int8_counts_tokens_as_the_fp32_model(int8):
+    fp32 = LocalEmbedder(backend="onnx")
+    for text in [*SAME_VECTOR_TEXTS, "", "a\x00b"]:
+        assert int8.count_tokens(text) == fp32.count_tokens(text), text
+    assert int8.max_tokens == fp32.max_tokens == 254
+
+
+def test_int8_runs_on_onnx_runtime_only():
+    with pytest.raises(ConfigError, match=r"local/all-MiniLM-L6-v2-int8 runs on ONNX Runtime on the CPU only"):
+        LocalEmbedder(INT8, backend="torch").embed(["x"])
+
+
+def test_int8_and_fp32_are_different_models_in_the_database(conn, int8):
+    conn.execute("insert into recall.sessions (session_id, agent_id) values ('s1', 'a')")
+    texts = ["we pinned the base image to alpine 3.19", "the JWT secret comes from vault",
+             "retry the upload with exponential backoff"]
+    for text in texts:
+        conn.execute("insert into recall.messages (session_id, role, content) values ('s1', 'user', %s)", [text])
+    fp32 = LocalEmbedder()
+    assert Worker(conn, fp32).run().embedded == 3
+
+    def models():
+        return conn.execute("select array_agg(distinct embedding_model) from recall.chunks").fetchone()[0]
+
+    assert models() == ["local/all-MiniLM-L6-v2"]
+    check_dimension(conn, int8)  # both 384: the name tells them apart, not the dimension
+    # the fp32 vectors are not the int8 model's: re-embedding with it takes every chunk
+    assert count_pending(conn) == 0 and count_pending(conn, model=INT8) == 3
+    assert Worker(conn, int8).run().embedded == 0
+    assert Worker(conn, int8, reembed=True).run().embedded == 3
+    assert models() == [INT8]
+    assert count_pending(conn, model=fp32.model) == 3 and count_pending(conn, model=INT8) == 0
+    rows = conn.execute("select content, embedding::real[] from recall.chunks order by chunk_id").fetchall()
+    stored = np.asarray([v for _, v in rows], dtype=np.float32)
+    assert np.allclose(stored, np.asarray(int8.embed([c for c, _ in rows])), atol=1e-6)
+
+
+MISSING_ONNX = textwrap.dedent("""
+    import sys
+    sys.modules["onnx"] = None  # as if not installed
+    from pyrecall._embed import LocalEmbedder
+    from pyrecall._errors import MissingDependencyError
+    try:
+        LocalEmbedder("local/all-MiniLM-L6-v2-int8").embed(["x"])
+    except MissingDependencyError as e:
+        print(e)
+""")
+
+
+def test_int8_without_onnx_says_which_extra(tmp_path):
+    # the fp32 export is there (as after a first query), the int8 model not yet
+    source = _bundled_dir("all-MiniLM-L6-v2")
+    LocalEmbedder(backend="onnx").embed(["x"])
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / onnx_cache_dir(source).name).symlink_to(onnx_cache_dir(source))
+    env = dict(os.environ, PYRECALL_DATA_DIR=str(tmp_path), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-c", MISSING_ONNX], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "model local/all-MiniLM-L6-v2-int8 needs onnx: pip install 'pyrecall[local]'\n"
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [onnx_cache_dir(source).name]
 
 
 LOAD_IN_A_PROGRAM = textwrap.dedent("""
