@@ -322,6 +322,15 @@ def test_bench_locomo_on_a_file_of_the_same_format(server_url):
     assert report["n_unparseable_evidence"] == 1
 
 
+@pytest.mark.slow
+def test_bench_locomo_with_another_model(server_url):
+    report = _bench_locomo(server_url, SAMPLE, "--model", "local/all-MiniLM-L6-v2-int8",
+                           "--no-baselines", "--methods", "hybrid_recall", "--budgets", "250")
+    assert report["model"] == "local/all-MiniLM-L6-v2-int8" and report["n_questions"] == 11
+    assert list(report["methods"]) == ["hybrid_recall"] and report["load"]["embedded"] > 0
+    assert 0 < report["methods"]["hybrid_recall"]["recall@10"] <= 1
+
+
 def test_one_agent_holds_every_conversation(tmp_path):
     """--one-agent: two conversations (the sample and a copy of it named otherwise) become one
     agent's sessions, kept apart by their names; every question is asked at the file's end."""
