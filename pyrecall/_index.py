@@ -13,6 +13,7 @@ progress from a second connection, VACUUM. The command line is ``pyrecall dba ..
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -76,6 +77,49 @@ def create_index(conn: psycopg.Connection, method: str | None = None, options: d
         else:
             conn.execute(stmt)
     return statements
+
+
+# one index upkeep at a time per database: a second process finds the lock taken and leaves
+# the build to the first (two concurrent builds of one name would fail)
+UPKEEP_LOCK = "pyrecall.vector_index_upkeep"
+
+
+def upkeep(conn: psycopg.Connection, agent_ids: list[str] | None = None, *,
+           progress: Progress | None = None, every: float = 2.0) -> list[dict]:
+    """Give the agents that have come to need one the vector index of their own they lack
+    (``recall.vector_index_upkeep_ddl``: agents of ``agent_ids``, or all, with at least
+    ``agent_index_min_rows`` embedded chunks), built concurrently; return the ``index_info``
+    rows of the indexes built. Nothing is dropped or rebuilt. Needs an idle connection in
+    autocommit mode. Nothing when the role does not own recall.chunks (CREATE INDEX is the
+    owner's), or when another process is already at it (its session lock held).
+
+    >>> upkeep(conn, ["claude-code"])  # doctest: +SKIP
+    [{'index_name': 'chunks_embedding_a_...', 'agent_id': 'claude-code', 'index_rows': 52773, ...}]
+    """
+    if not conn.autocommit:
+        raise ConfigError("the vector index upkeep needs a connection in autocommit mode")
+    if not conn.execute("select pg_has_role(current_user, c.relowner, 'USAGE') from pg_class c "
+                        "where c.oid = 'recall.chunks'::regclass").fetchone()[0]:
+        return []   # only the table's owner may index it: `pyrecall dba index` as the owner
+    key = conn.execute("select hashtextextended(%s, 0)", [UPKEEP_LOCK]).fetchone()[0]
+    if not conn.execute("select pg_try_advisory_lock(%s)", [key]).fetchone()[0]:
+        return []
+    try:
+        statements = [r[0] for r in conn.execute("select recall.vector_index_upkeep_ddl(%s)",
+                                                 [agent_ids]).fetchall()]
+        built = []
+        for stmt in statements:
+            if stmt.startswith("create index"):
+                built.append(re.match(r'create index (?:concurrently )?"?([^\s"]+)', stmt)[1].removesuffix("_new"))
+            if progress is not None and stmt.startswith("create index"):
+                with _watch(conn, progress, every):
+                    conn.execute(stmt)
+            else:
+                conn.execute(stmt)
+    finally:
+        if not conn.closed:
+            conn.execute("select pg_advisory_unlock(%s)", [key])
+    return [row for row in index_info(conn) if row["index_name"] in built]
 
 
 def drop_index(conn: psycopg.Connection, *, concurrently: bool = True) -> list[str]:
