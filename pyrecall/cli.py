@@ -922,6 +922,9 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
     def on_report(rep):
         click.echo(f"{datetime.now():%H:%M:%S} embedded {rep.embedded}, failed {rep.failed}, "
                    f"pending {rep.pending} ({rep.seconds:.1f} s)")
+        for row in rep.indexed:
+            click.echo(f"{datetime.now():%H:%M:%S} built the vector index of agent {row['agent_id']} "
+                       f"({row['index_rows']:,} chunks, {row['build_seconds'] or 0:.1f} s)")
 
     def on_summary(rep):
         click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"

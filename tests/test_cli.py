@@ -460,7 +460,8 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
         assert conn.execute("select value::int from recall.config where key = 'embedding_dim'").fetchone() == (8,)
 
 
-def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
+def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, conn, monkeypatch):
+    conn.execute("update recall.config set value = '2' where key = 'agent_index_min_rows'")
     run("index", FIXTURES / "reports.jsonl")
     monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeEmbedder())
     real = _worker.listen_loop
@@ -475,6 +476,8 @@ def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
     result = run("worker", "--idle-timeout", "0.2")
     assert result.exit_code == 0, result.output
     assert re.search(r"embedded 2, failed 0, pending 0", result.stdout)
+    # the agent reached agent_index_min_rows: the pass built its index
+    assert re.search(r"built the vector index of agent \S+ \(2 chunks, [0-9.]+ s\)", result.stdout)
     assert result.stderr.strip().endswith("worker stopped")
 
 
