@@ -329,13 +329,14 @@ class Worker:
         return True
 
     def _index_upkeep(self, report: EmbedReport) -> list[dict]:
-        """Build the vector index of their own that the agents embedded for have come to need
-        (pyrecall._index.upkeep; recall.config auto_vector_index false: never). An agent past
+        """Build the vector index of their own that the agents embedded for have come to need,
+        and any build cut short before (pyrecall._index.upkeep: with no agent embedded for,
+        catalog lookups only; recall.config auto_vector_index false: never). An agent past
         agent_index_min_rows without one is ranked by an exact scan, whose cost grows with
         the agent. Skipped inside the caller's transaction (a concurrent build cannot run in
         one) and on a Citus cluster (`pyrecall dba index` there); a failed build is reported
         and the run goes on: the next one tries again."""
-        if not (self.index and self._embedded_agents):
+        if not self.index:
             return []
         if not self.conn.autocommit or self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             return []

@@ -154,3 +154,50 @@ def test_a_role_that_does_not_own_the_table_leaves_it_to_the_owner(small_thresho
     assert _index.upkeep(conn, ["a"]) == []
     conn.execute("reset role")
     assert [r["agent_id"] for r in _index.upkeep(conn, ["a"])] == ["a"]
+
+
+def test_a_build_cut_short_is_built_again_by_the_next_run(small_threshold):
+    """Ctrl-C or a crash during the concurrent build leaves an INVALID <name>_new and no index:
+    the next run builds it even when it embeds nothing (and nothing for that agent)."""
+    conn = small_threshold
+    seed(conn, "a", MIN_ROWS)
+    Worker(conn, FakeEmbedder(), index=False).run()
+    key = conn.execute("select recall._agent_key('a')").fetchone()[0]
+    # what an interrupted CREATE INDEX CONCURRENTLY leaves: the index, marked invalid
+    conn.execute(f"create index chunks_embedding_a_{key}_new on recall.chunks using hnsw "
+                 f"(embedding vector_cosine_ops) where hashtextextended(agent_id, 0) = "
+                 f"('x' || '{key}')::bit(64)::bigint")
+    conn.execute("update pg_index set indisvalid = false "
+                 f"where indexrelid = 'recall.chunks_embedding_a_{key}_new'::regclass")
+    assert own_index(conn, "a") is None
+    report = Worker(conn, FakeEmbedder()).run()
+    assert report.embedded == 0
+    assert [(r["agent_id"], r["index_name"], r["valid"]) for r in report.indexed] == [
+        ("a", f"chunks_embedding_a_{key}", True)]
+    assert [r["index_name"] for r in _index.index_info(conn)] == [f"chunks_embedding_a_{key}"]
+    # with nothing cut short and nothing embedded, a run builds nothing
+    assert Worker(conn, FakeEmbedder()).run().indexed == []
+
+
+def test_a_dba_build_waits_for_the_upkeep_lock(small_threshold, db_url):
+    """`pyrecall dba index` (create_index) and the job's upkeep never build at once: the
+    first waits for the lock the second holds."""
+    import threading
+
+    conn = small_threshold
+    with psycopg.connect(db_url, autocommit=True) as other:
+        other.execute("select pg_advisory_lock(hashtextextended(%s, 0))", [_index.UPKEEP_LOCK])
+        done = threading.Event()
+
+        def build():
+            with psycopg.connect(db_url, autocommit=True) as c:
+                _index.create_index(c, "hnsw", {"m": 8}, "agents")
+            done.set()
+
+        t = threading.Thread(target=build)
+        t.start()
+        assert not done.wait(1.0)            # waiting for the lock
+        other.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", [_index.UPKEEP_LOCK])
+        t.join(30)
+        assert done.is_set()
+    assert conn.execute("select value ->> 'method' from recall.config where key = 'vector_index'").fetchone()[0] == "hnsw"

@@ -470,7 +470,9 @@ $$;
 -- embedded chunks (pyrecall/_worker.py), so that an agent that outgrows the exact scan is
 -- searched through an index without anyone running `make index`: without one, its vector arm
 -- costs ~2-5 us a chunk (hybrid_recall p95 53.7 ms at 10.5k chunks, 160.7 ms at 53k).
--- Each agent's count stops at the threshold (a B-tree range, capped): milliseconds per agent.
+-- A build cut short (an INVALID <name>_new left, no valid <name>) is built again by any call.
+-- Each agent's count stops at the threshold (a B-tree range, capped): milliseconds per agent;
+-- with an empty list, catalog lookups only.
 create or replace function recall.vector_index_upkeep_ddl(
   agent_ids text[] default null, concurrent bool default true)
 returns setof text
@@ -511,10 +513,20 @@ begin
       group by c.agent_id
       having count(*) >= min_rows
          and (select v.index_oid from recall._agent_vector_index(c.agent_id) v) is null
+    ),
+    interrupted as (
+      -- a build cut short (Ctrl-C, a crash, a failed concurrent build) leaves an INVALID
+      -- <name>_new and no valid <name>: built again, whichever agents the caller names
+      select substr(v.index_name, 20, 16) as agent_key
+      from recall._vector_indexes() v
+      where v.index_name ~ '^chunks_embedding_a_[0-9a-f]{16}_new$' and not v.valid
+        and not exists (select from recall._vector_indexes() w
+                        where w.index_name = left(v.index_name, 35) and w.valid)
     )
-    select g.agent_id, recall._agent_key(g.agent_id) as agent_key
-    from grown g
-    order by 2
+    select recall._agent_key(g.agent_id) as agent_key from grown g
+    union
+    select i.agent_key from interrupted i
+    order by 1
   loop
     return query select * from recall._index_build_ddl('chunks_embedding_a_' || a.agent_key, a.agent_key,
                                                        am, rel, concurrent);
