@@ -13,6 +13,7 @@ progress from a second connection, VACUUM. The command line is ``pyrecall dba ..
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -68,14 +69,83 @@ def create_index(conn: psycopg.Connection, method: str | None = None, options: d
     """
     if concurrently and not conn.autocommit:
         raise ConfigError("a concurrent index build needs a connection in autocommit mode")
-    statements = index_ddl(conn, method, options, scope, concurrently=concurrently)
-    for stmt in statements:
-        if progress is not None and stmt.startswith("create index"):
-            with _watch(conn, progress, every):
+    with _upkeep_lock(conn, wait=True):   # an embedding job's upkeep finishes first
+        statements = index_ddl(conn, method, options, scope, concurrently=concurrently)
+        for stmt in statements:
+            if progress is not None and stmt.startswith("create index"):
+                with _watch(conn, progress, every):
+                    conn.execute(stmt)
+            else:
                 conn.execute(stmt)
-        else:
-            conn.execute(stmt)
     return statements
+
+
+# one index build at a time per database (a session advisory lock): an upkeep that finds it
+# taken leaves the build to the holder; create_index (`pyrecall dba index`) waits for it. Two
+# builds of one name at once would fail, and each drops the other's unfinished <name>_new.
+UPKEEP_LOCK = "pyrecall.vector_index_upkeep"
+
+
+class _upkeep_lock:
+    """The session advisory lock UPKEEP_LOCK for the block (``wait``: until it is free; else
+    ``acquired`` says whether it was free). Not taken inside a transaction block, where a
+    concurrent build cannot run anyway."""
+
+    def __init__(self, conn: psycopg.Connection, *, wait: bool):
+        self.conn, self.wait, self.acquired = conn, wait, False
+
+    def __enter__(self):
+        if self.conn.autocommit:
+            fn = "pg_advisory_lock" if self.wait else "pg_try_advisory_lock"
+            row = self.conn.execute(f"select {fn}(hashtextextended(%s, 0))::text", [UPKEEP_LOCK]).fetchone()
+            self.acquired = self.wait or row[0] == "true"
+        return self
+
+    def __exit__(self, *exc):
+        if self.acquired and not self.conn.closed:
+            self.conn.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", [UPKEEP_LOCK])
+
+
+def upkeep(conn: psycopg.Connection, agent_ids: list[str] | None = None, *,
+           progress: Progress | None = None, every: float = 2.0) -> list[dict]:
+    """Give the agents that have come to need one the vector index of their own they lack
+    (``recall.vector_index_upkeep_ddl``: agents of ``agent_ids``, or all, with at least
+    ``agent_index_min_rows`` embedded chunks), built concurrently; return the ``index_info``
+    rows of the indexes built; a build cut short earlier (an INVALID ``<name>_new`` left) is
+    built again whatever ``agent_ids`` says. Nothing is dropped or rebuilt. Needs an idle connection in
+    autocommit mode. Nothing when the role does not own recall.chunks (CREATE INDEX is the
+    owner's), or when another process is already at it (its session lock held).
+
+    >>> upkeep(conn, ["claude-code"])  # doctest: +SKIP
+    [{'index_name': 'chunks_embedding_a_...', 'agent_id': 'claude-code', 'index_rows': 52773, ...}]
+    """
+    if not conn.autocommit:
+        raise ConfigError("the vector index upkeep needs a connection in autocommit mode")
+    owner, present = conn.execute(
+        "select pg_has_role(current_user, c.relowner, 'USAGE'), "
+        "to_regproc('recall.vector_index_upkeep_ddl') is not null "
+        "from pg_class c where c.oid = 'recall.chunks'::regclass").fetchone()
+    if not (owner and present):
+        # only the table's owner may index it (`pyrecall dba index` as the owner); a database
+        # not migrated to this version yet has no upkeep (`pyrecall migrate`)
+        return []
+    built = []
+    with _upkeep_lock(conn, wait=False) as lock:
+        if not lock.acquired:
+            return []
+        statements = [r[0] for r in conn.execute("select recall.vector_index_upkeep_ddl(%s::text[])",
+                                                 [agent_ids]).fetchall()]
+        for stmt in statements:
+            if stmt.startswith("create index"):
+                built.append(re.match(r'create index (?:concurrently )?"?([^\s"]+)', stmt)[1].removesuffix("_new"))
+            if progress is not None and stmt.startswith("create index"):
+                with _watch(conn, progress, every):
+                    conn.execute(stmt)
+            else:
+                conn.execute(stmt)
+    if not built:
+        return []
+    return [row for row in index_info(conn) if row["index_name"] in built]
 
 
 def drop_index(conn: psycopg.Connection, *, concurrently: bool = True) -> list[str]:

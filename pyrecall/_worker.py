@@ -67,6 +67,8 @@ class EmbedReport:
     seconds: float = 0.0
     vacuumed: bool = False  # the run wrote VACUUM_MIN_ROWS chunks or more and vacuumed them
     counted: int = 0        # messages whose token counts (messages.n_tokens, date_tokens) it recorded
+    # the agents' own vector indexes the run built (pyrecall._index.upkeep): recall.index_info rows
+    indexed: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -258,7 +260,8 @@ class Worker:
     def __init__(self, conn: psycopg.Connection, embedder: Embedder, *, batch_size: int = 64,
                  agent: str | None = None, since: datetime | None = None, reembed: bool = False,
                  retry_now: bool = False, progress: Callable[[int], None] | None = None,
-                 filter: dict | None = None):
+                 filter: dict | None = None, index: bool = True,
+                 index_progress: Callable[[dict], None] | None = None):
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
         self.conn, self.embedder, self.batch_size = conn, embedder, batch_size
@@ -271,11 +274,14 @@ class Worker:
         self._installed_dim: int | None = None
         self._has_message_tokens: bool | None = None
         self.progress = progress
+        self.index, self.index_progress = index, index_progress
+        self._embedded_agents: set[str] = set()
 
     def run(self, *, max_batches: int | None = None) -> EmbedReport:
         """Embed until nothing is pending (or max_batches); return the summary."""
         check_dimension(self.conn, self.embedder)
         report, start, batches = EmbedReport(), time.perf_counter(), 0
+        self._embedded_agents = set()
         try:
             for scope in self._scopes():
                 self._scope = scope
@@ -288,6 +294,7 @@ class Worker:
             self._scope = self.agent
             report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
             report.vacuumed = self._vacuum(report)
+            report.indexed = self._index_upkeep(report)
             report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
                                            model=self.model_filter, filter=self.filter)
         except KeyboardInterrupt as exc:
@@ -320,6 +327,32 @@ class Worker:
         # A role that does not own the table gets a warning from PostgreSQL and no vacuum.
         self.conn.execute("vacuum (analyze) recall.chunks")
         return True
+
+    def _index_upkeep(self, report: EmbedReport) -> list[dict]:
+        """Build the vector index of their own that the agents embedded for have come to need,
+        and any build cut short before (pyrecall._index.upkeep: with no agent embedded for,
+        catalog lookups only; recall.config auto_vector_index false: never). An agent past
+        agent_index_min_rows without one is ranked by an exact scan, whose cost grows with
+        the agent. Skipped inside the caller's transaction (a concurrent build cannot run in
+        one) and on a Citus cluster (`pyrecall dba index` there); a failed build is reported
+        and the run goes on: the next one tries again."""
+        if not self.index:
+            return []
+        if not self.conn.autocommit or self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return []
+        if _db.distributed(self.conn):
+            return []
+        from . import _index
+
+        try:
+            return _index.upkeep(self.conn, sorted(self._embedded_agents), progress=self.index_progress)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            message = f"vector index not built (recall scans exactly until it is): {one_line(exc)}"
+            log.warning("%s", message)
+            report.errors.append(message)
+            return []
 
     def run_batch(self, report: EmbedReport) -> int:
         """Claim, embed and write one batch, in one transaction; return how many chunks it
@@ -387,14 +420,16 @@ class Worker:
             return
         tokens = [self.embedder.count_tokens(text) for _, text in rows]
         ids = [cid for cid, _ in rows]
-        self.conn.execute(sql.SQL(
+        written = self.conn.execute(sql.SQL(
             """update recall.chunks c
                   set embedding = v.embedding, embedding_model = %s, embedded_at = now(),
                       n_tokens = greatest(v.n_tokens, 1), embed_attempts = 0, embed_error = null,
                       embed_after = null
                  from unnest(%s::bigint[], %s::vector[], %s::int[]) as v(chunk_id, embedding, n_tokens)
-                where c.chunk_id = v.chunk_id{}""").format(self._in_scope()),
+                where c.chunk_id = v.chunk_id{}
+            returning c.agent_id""").format(self._in_scope()),
             [self.embedder.model, ids, vectors, tokens, *self._scope_params()])
+        self._embedded_agents.update(agent for (agent,) in written)
         # the turns of the chat chunks embedded: their token counts (all again when re-embedding)
         if self._message_tokens():
             report.counted += _count(self.conn, self.embedder, self.conn.execute(sql.SQL(

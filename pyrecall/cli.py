@@ -783,19 +783,26 @@ def sync(paths, agent, as_json, dsn):
 @click.option("--reembed", is_flag=True, help="Re-embed chunks embedded by another model "
               "(with a model of another dimension: retype the columns first, after confirming).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before changing the dimension.")
+@click.option("--no-index", is_flag=True,
+              help="Do not build the vector index of an agent that has come to need one.")
 @model_option
 @json_option
 @dsn_option
 @handle_errors
 @former_name("--agent", "agent", new="--agent-id")
-def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, model, as_json, dsn):
+def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_index, model,
+          as_json, dsn):
     """Embed pending chunks (embedding IS NULL) with the configured model.
 
     Resumable and safe to run beside `pyrecall worker`: batches are claimed with
     FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff. Each batch is
     committed whole or not at all: after Ctrl-C (exit 130) the next run goes on from there. A run that
     writes 1,000 chunks or more ends with VACUUM (ANALYZE) recall.chunks, so that the next
-    queries do not wade through the rows the updates left behind.
+    queries do not wade through the rows the updates left behind. An agent that now holds
+    2,000 embedded chunks or more (recall.config agent_index_min_rows) and has no vector index
+    of its own gets one, built concurrently (recall keeps answering): without it, each recall
+    scans all of that agent's chunks. --no-index, or recall.config auto_vector_index = false,
+    leaves that to `pyrecall dba index`.
 
     \b
     Example:
@@ -834,10 +841,15 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
             if show:
                 with _progress_bar(console) as bar:
                     task = bar.add_task("embedding", total=total)
-                    run = r.embed_pending(batch_size=batch_size, **chosen,
-                                          progress=lambda n: bar.update(task, advance=n))
+
+                    def building(row):
+                        bar.update(task, description=f"vector index: {row['phase']}")
+
+                    run = r.embed_pending(batch_size=batch_size, **chosen, index=not no_index,
+                                          progress=lambda n: bar.update(task, advance=n),
+                                          index_progress=building)
             else:
-                run = r.embed_pending(batch_size=batch_size, **chosen)
+                run = r.embed_pending(batch_size=batch_size, **chosen, index=not no_index)
             run.cleaned = report.cleaned
             report = run
     except KeyboardInterrupt as exc:
@@ -861,6 +873,10 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, mod
                                                        "cleaned", "pending")],
                   f"{report.seconds:.1f}")
     _stdout_console().print(table)
+    for row in report.indexed:
+        click.echo(f"built the vector index of agent {row['agent_id']} ({row['index_rows']:,} chunks, "
+                   f"{row['build_seconds'] or 0:.1f} s): its recalls search it instead of scanning "
+                   "every chunk", err=True)
     for err in dict.fromkeys(report.errors):
         click.echo(f"error: {err}", err=True)
     if report.failed and not report.embedded:
@@ -906,6 +922,9 @@ def worker(batch_size, agent, idle_timeout, quiet_minutes, llm, no_summaries, mo
     def on_report(rep):
         click.echo(f"{datetime.now():%H:%M:%S} embedded {rep.embedded}, failed {rep.failed}, "
                    f"pending {rep.pending} ({rep.seconds:.1f} s)")
+        for row in rep.indexed:
+            click.echo(f"{datetime.now():%H:%M:%S} built the vector index of agent {row['agent_id']} "
+                       f"({row['index_rows']:,} chunks, {row['build_seconds'] or 0:.1f} s)")
 
     def on_summary(rep):
         click.echo(f"{datetime.now():%H:%M:%S} summarized {rep.extractive} quiet session(s)"

@@ -475,15 +475,23 @@ class Recall:
     def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
                       since: datetime | None = None, filter: dict | None = None,
                       reembed: bool = False,
-                      progress: Callable[[int], None] | None = None) -> EmbedReport:
+                      progress: Callable[[int], None] | None = None, index: bool = True,
+                      index_progress: Callable[[dict], None] | None = None) -> EmbedReport:
         """Embed every pending chunk with the configured model, in batches claimed FOR UPDATE
         SKIP LOCKED (safe beside a running worker). ``agent_id``, ``since``, ``filter`` (as
         recall's): only those chunks; ``reembed``: also the chunks another model embedded;
         ``progress(n)`` is told each batch's size. Each batch is one transaction: Ctrl-C
         raises ``_worker.EmbedInterrupted`` (a KeyboardInterrupt) whose ``report`` counts the
-        batches committed; the batch in flight stays pending."""
+        batches committed; the batch in flight stays pending.
+
+        Then, with ``index`` (and recall.config auto_vector_index not false), an agent
+        embedded for that now holds agent_index_min_rows (2000) embedded chunks or more and has
+        no vector index of its own gets one, built concurrently (``report.indexed``; a row of
+        ``recall.index_info()`` each; ``index_progress(row)`` is told the build's progress
+        every 2 s): without it that agent's every recall scans all its chunks."""
         return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
-                      reembed=reembed, filter=filter, progress=progress).run()
+                      reembed=reembed, filter=filter, progress=progress, index=index,
+                      index_progress=index_progress).run()
 
     def run_worker(self, *, batch_size: int = 64, agent_id: str | None = None,
                    idle_timeout: float = 30.0, summarize_after: timedelta | None = timedelta(minutes=10),
@@ -882,10 +890,12 @@ class AsyncRecall:
     async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
                             since: datetime | None = None, filter: dict | None = None,
                             reembed: bool = False,
-                            progress: Callable[[int], None] | None = None) -> EmbedReport:
+                            progress: Callable[[int], None] | None = None, index: bool = True,
+                            index_progress: Callable[[dict], None] | None = None) -> EmbedReport:
         """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
         return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id,
-                                     since=since, filter=filter, reembed=reembed, progress=progress)
+                                     since=since, filter=filter, reembed=reembed, progress=progress,
+                                     index=index, index_progress=index_progress)
 
     async def run_worker(self, *, batch_size: int = 64, agent_id: str | None = None,
                          idle_timeout: float = 30.0,

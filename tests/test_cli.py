@@ -378,6 +378,23 @@ def test_embed_dry_run_then_embed(run, tmp_path):
     assert re.search(r"│\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │\s+0 │", table.stdout)
 
 
+def test_embed_builds_the_vector_index_an_agent_has_come_to_need(run, conn):
+    """An agent past recall.config agent_index_min_rows gets its index at the end of the run
+    that embedded it (one line on stderr, the index in --json); --no-index leaves it alone."""
+    conn.execute("update recall.config set value = '2' where key = 'agent_index_min_rows'")
+    run("index", FIXTURES / "reports.jsonl")
+    skipped = run("embed", "--no-index", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["indexed"] == []
+    assert conn.execute("select count(*) from recall.index_info()").fetchone()[0] == 0
+    conn.execute("update recall.chunks set embedding = null")
+    done = run("embed")
+    assert done.exit_code == 0, done.output
+    agent = conn.execute("select distinct agent_id from recall.chunks").fetchone()[0]
+    assert re.search(rf"built the vector index of agent {agent} \(2 chunks, [0-9.]+ s\)", done.stderr)
+    assert conn.execute("select agent_id, valid from recall.index_info()").fetchall() == [(agent, True)]
+
+
 def test_ctrl_c_during_embed_says_what_was_committed(db_url, local_model):
     """SIGINT to `pyrecall embed` once some chunks are embedded: one line saying how many were
     embedded and committed, exit 130, no traceback; each batch committed whole or not at all,
@@ -443,7 +460,8 @@ def test_reembed_with_another_dimension_asks_first(run, db_url, monkeypatch):
         assert conn.execute("select value::int from recall.config where key = 'embedding_dim'").fetchone() == (8,)
 
 
-def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
+def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, conn, monkeypatch):
+    conn.execute("update recall.config set value = '2' where key = 'agent_index_min_rows'")
     run("index", FIXTURES / "reports.jsonl")
     monkeypatch.setattr(cli_module, "_embedder", lambda model=None: FakeEmbedder())
     real = _worker.listen_loop
@@ -458,6 +476,8 @@ def test_worker_embeds_then_stops_cleanly_on_ctrl_c(run, monkeypatch):
     result = run("worker", "--idle-timeout", "0.2")
     assert result.exit_code == 0, result.output
     assert re.search(r"embedded 2, failed 0, pending 0", result.stdout)
+    # the agent reached agent_index_min_rows: the pass built its index
+    assert re.search(r"built the vector index of agent \S+ \(2 chunks, [0-9.]+ s\)", result.stdout)
     assert result.stderr.strip().endswith("worker stopped")
 
 

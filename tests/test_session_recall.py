@@ -107,23 +107,33 @@ def test_cli_by_session(memory_url):
     assert headings[0] == "### Upgrade the database server from PostgreSQL 15 to 16 (2026-05-04)"
 
 
-def test_llm_summaries_through_litellm(server_url, template_url, embedder, monkeypatch):
-    """--summarize-with MODEL: the summary comes from the model (here a litellm custom provider
-    in this process), is kept in the session and becomes a recallable `summary` chunk."""
+def fake_llm(monkeypatch, reply: str, *, seen: list | None = None, refuse: set | None = None) -> None:
+    """litellm models "fakellm/..." answered in this process (a litellm custom provider): each
+    prompt is appended to ``seen``; one holding a word of ``refuse`` (``"*"``: every prompt; the
+    set may change during the test) fails with an authentication error; the others get
+    ``reply``."""
     from pyrecall._embed import _litellm
 
     litellm = _litellm()  # imported as pyrecall imports it (settings read at import)
 
-    seen = []
-
     class FakeLLM(litellm.CustomLLM):
         def completion(self, *args, **kwargs):
-            seen.append(kwargs["messages"][-1]["content"])
-            return litellm.completion(model="gpt-4o-mini", messages=kwargs["messages"],
-                                      mock_response="Upgraded PostgreSQL 15 to 16 with pg_upgrade.")
+            text = kwargs["messages"][-1]["content"]
+            if seen is not None:
+                seen.append(text)
+            if refuse and ("*" in refuse or any(word in text for word in refuse)):
+                raise litellm.AuthenticationError("invalid key", llm_provider="fakellm", model="m")
+            return litellm.completion(model="gpt-4o-mini", messages=kwargs["messages"], mock_response=reply)
 
     monkeypatch.setattr(litellm, "custom_provider_map",
                         [{"provider": "fakellm", "custom_handler": FakeLLM()}])
+
+
+def test_llm_summaries_through_litellm(server_url, template_url, embedder, monkeypatch):
+    """--summarize-with MODEL: the summary comes from the model (here a litellm custom provider
+    in this process), is kept in the session and becomes a recallable `summary` chunk."""
+    seen = []
+    fake_llm(monkeypatch, "Upgraded PostgreSQL 15 to 16 with pg_upgrade.", seen=seen)
     url = new_database(server_url)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -154,21 +164,8 @@ def test_summarize_with_a_failing_model_says_what_each_session_keeps(server_url,
     """`pyrecall summarize --summarize-with MODEL`: the extractive pass runs first (the session
     vectors); a session the model fails on keeps the summary it had, and the output says which,
     why, and that the next run tries it again; exit 1 when the model wrote none."""
-    from pyrecall._embed import _litellm
-
-    litellm = _litellm()
     refuse = {"Redis"}
-
-    class FakeLLM(litellm.CustomLLM):
-        def completion(self, *args, **kwargs):
-            text = kwargs["messages"][-1]["content"]
-            if "*" in refuse or any(word in text for word in refuse):
-                raise litellm.AuthenticationError("invalid key", llm_provider="fakellm", model="m")
-            return litellm.completion(model="gpt-4o-mini", messages=kwargs["messages"],
-                                      mock_response="What the model wrote.")
-
-    monkeypatch.setattr(litellm, "custom_provider_map",
-                        [{"provider": "fakellm", "custom_handler": FakeLLM()}])
+    fake_llm(monkeypatch, "What the model wrote.", refuse=refuse)
     url = new_database(server_url)
     try:
         with Recall(url, embedder=embedder) as r:

@@ -35,6 +35,7 @@ insert into recall.config (key, value) values
   ('agent_index_min_rows', '2000')  -- agents with at least this many embedded chunks: own ANN index
 , ('ann_min_ef_search', '200')      -- floor of hnsw.ef_search / diskann.query_search_list_size
 , ('embedding_storage', '"main"')   -- STORAGE of the vector columns: main (inline) or external
+, ('auto_vector_index', 'true')     -- the embedding job builds an agent's own index once it needs one
 on conflict (key) do nothing;
 
 -- ann_ef_search_by_rows: the search width by the size of the index searched (recall._vector_arm
@@ -456,6 +457,80 @@ begin
                                            then to_jsonb(split_part(o, '=', 2)::numeric)
                                            else to_jsonb(split_part(o, '=', 2)) end)
               from unnest(rel) o), '{}'), sc);
+end
+$$;
+
+-- vector_index_upkeep_ddl: the statements that give an agent the index of its own it has come to
+-- need: each of `agent_ids` (NULL: every agent) that holds agent_index_min_rows embedded chunks
+-- or more and has no valid index of its own gets one, with the method and options last built
+-- (recall.config 'vector_index'), else the defaults. Only what is missing is built: nothing is
+-- dropped, rebuilt or re-optioned (that is the refresh, vector_index_ddl()). Nothing at all when
+-- recall.config auto_vector_index is false, or when the layout last built is scope 'table' (the
+-- DBA chose one whole-table index). The embedding job runs these statements after a run that
+-- embedded chunks (pyrecall/_worker.py), so that an agent that outgrows the exact scan is
+-- searched through an index without anyone running `make index`: without one, its vector arm
+-- costs ~2-5 us a chunk (hybrid_recall p95 53.7 ms at 10.5k chunks, 160.7 ms at 53k).
+-- A build cut short (an INVALID <name>_new left, no valid <name>) is built again by any call.
+-- Each agent's count stops at the threshold (a B-tree range, capped): milliseconds per agent;
+-- with an empty list, catalog lookups only.
+create or replace function recall.vector_index_upkeep_ddl(
+  agent_ids text[] default null, concurrent bool default true)
+returns setof text
+language plpgsql stable
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+  conf jsonb := (select value from recall.config where key = 'vector_index');
+  am text;
+  rel text[];
+  min_rows int := coalesce((select value::int from recall.config where key = 'agent_index_min_rows'), 2000);
+  a record;
+begin
+  if (select value from recall.config where key = 'auto_vector_index') = 'false'::jsonb
+     or lower(coalesce(conf ->> 'scope', 'agents')) = 'table' then
+    return;
+  end if;
+  am := recall._vector_index_method(coalesce(conf ->> 'method', 'auto'));
+  rel := recall._vector_index_reloptions(am, coalesce(case when conf ->> 'method' = am then conf -> 'options' end,
+                                                      recall._vector_index_default_options(am)));
+  for a in
+    with unindexed as (
+      -- the agents asked for that have no index of their own (a catalog lookup each)
+      select distinct u.agent_id from unnest(agent_ids) u(agent_id)
+      where u.agent_id is not null
+        and (select v.index_oid from recall._agent_vector_index(u.agent_id) v) is null
+    ),
+    grown as (
+      -- ... each counted up to the threshold
+      select q.agent_id from unindexed q
+      where (select count(*) from (select from recall.chunks c
+                                   where c.agent_id = q.agent_id and c.embedding is not null
+                                   limit min_rows) x) >= min_rows
+      union all
+      -- no list: every agent at the threshold without an index of its own
+      select c.agent_id from recall.chunks c
+      where agent_ids is null and c.embedding is not null
+      group by c.agent_id
+      having count(*) >= min_rows
+         and (select v.index_oid from recall._agent_vector_index(c.agent_id) v) is null
+    ),
+    interrupted as (
+      -- a build cut short (Ctrl-C, a crash, a failed concurrent build) leaves an INVALID
+      -- <name>_new and no valid <name>: built again, whichever agents the caller names
+      select substr(v.index_name, 20, 16) as agent_key
+      from recall._vector_indexes() v
+      where v.index_name ~ '^chunks_embedding_a_[0-9a-f]{16}_new$' and not v.valid
+        and not exists (select from recall._vector_indexes() w
+                        where w.index_name = left(v.index_name, 35) and w.valid)
+    )
+    select recall._agent_key(g.agent_id) as agent_key from grown g
+    union
+    select i.agent_key from interrupted i
+    order by 1
+  loop
+    return query select * from recall._index_build_ddl('chunks_embedding_a_' || a.agent_key, a.agent_key,
+                                                       am, rel, concurrent);
+  end loop;
 end
 $$;
 
