@@ -599,15 +599,19 @@ def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_ur
     assert projects >= 2
 
 
-def test_bench_index_small(server_url):
+@pytest.mark.parametrize(("model", "backend"), [("local/all-MiniLM-L6-v2", "SentenceTransformer"),
+                                               ("local/all-MiniLM-L6-v2-int8", "OnnxMiniLM")])
+def test_bench_index_small(server_url, model, backend):
     """`bench index`, small: one generated session imported, embedded with the local model,
-    the raw model beside it, cold recalls in new processes; the report has its shape."""
+    the raw model beside it, cold recalls in new processes; the report has its shape. With
+    --model, that model embeds (the int8 MiniLM: bulk work on ONNX Runtime too)."""
     result = CliRunner().invoke(main, ["bench", "index", "--sessions", "1", "--sample", "64",
-                                       "--runs", "1", "--dsn", server_url])
+                                       "--runs", "1", "--model", model, "--dsn", server_url])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["sessions"] == 1 and report["chunks"] == report["embedded"] > 30
-    assert report["bulk_backend"] == "SentenceTransformer" and report["vacuumed"] is False
+    assert report["model"] == model
+    assert report["bulk_backend"] == backend and report["vacuumed"] is False
     for key in ("pipeline_chunks_per_s", "raw_bulk_chunks_per_s", "raw_onnx_chunks_per_s",
                 "pipeline_chunks_per_cpu_s", "p95_ms_right_after_embed", "p95_ms_later"):
         assert report[key] > 0, key

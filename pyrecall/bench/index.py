@@ -78,11 +78,11 @@ def _compile_package() -> None:
 
 
 def cold_recall(url: str, args: list[str], runs: int = 5, stdin: str | None = None,
-                check: bool = True) -> dict[str, Any]:
+                check: bool = True, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Wall and CPU seconds (user + system, the process and its children) of ``pyrecall ARGS``
     in new processes: medians and every run. CPU time hardly moves with the machine's load;
     wall time does."""
-    env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYRECALL_DSN": url, "HF_HUB_OFFLINE": "1", **(env or {})}
     _compile_package()
     times, cpus = [], []
     for _ in range(runs):
@@ -110,16 +110,18 @@ def _raw(encode: Callable[[list[str]], Any], texts: list[str]) -> tuple[float, f
 
 
 def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample: int = 640,
-        recall_runs: int = 5, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Generate, import, embed and recall; the report (seconds, chunks/s, latencies, load)."""
-    report: dict[str, Any] = {"sessions": n_sessions, "load_at_start": os.getloadavg()}
+        recall_runs: int = 5, model: str = "local/all-MiniLM-L6-v2",
+        log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Generate, import, embed and recall; the report (seconds, chunks/s, latencies, load).
+    ``model``: the local model that embeds the chunks and the cold recalls' queries."""
+    report: dict[str, Any] = {"sessions": n_sessions, "model": model, "load_at_start": os.getloadavg()}
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-index-"))
     try:
         t = time.perf_counter()
         write_sessions(tmp, n_sessions, seed=seed)
         report["generate_s"] = round(time.perf_counter() - t, 1)
         log(f"{n_sessions} sessions written in {report['generate_s']} s")
-        embedder = LocalEmbedder()
+        embedder = LocalEmbedder(model)
         with scratch_database(dsn) as url, Recall(url, embedder=embedder) as r, \
                 _db.connect(url) as probe:
             t = time.perf_counter()
@@ -181,10 +183,12 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
             report["end_to_end_s"] = round(report["generate_s"] + report["index_s"] + report["model_load_s"]
                                            + report["embed_s"], 1)
 
-            report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs)
+            model_env = {"PYRECALL_EMBED_MODEL": model}
+            report["cold_recall"] = cold_recall(url, ["recall", QUESTION], recall_runs, env=model_env)
             hook = '{"cwd": "/home/dev/acme-api", "session_id": "new-session"}'
             report["cold_auto_hook"] = cold_recall(
-                url, ["recall", "--auto", "--task-text", TASK, "--hook", "--format", "json"], recall_runs, hook)
+                url, ["recall", "--auto", "--task-text", TASK, "--hook", "--format", "json"], recall_runs, hook,
+                env=model_env)
             # the floor of any pyrecall process on this machine now: imports, no database
             report["cold_help"] = cold_recall(url, ["--help"], recall_runs, check=False)
             log(f"cold recall median {report['cold_recall']['median_s']} s "
