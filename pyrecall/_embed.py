@@ -106,6 +106,7 @@ INT8_VERSION = 1  # bump when the quantisation changes: the int8 cache key holds
 LOCAL_EXTRA = "pip install 'pyrecall[local]'"
 BACKENDS = ("auto", "onnx", "torch")
 BULK_TEXTS = 16  # an embed() call with more texts than this is bulk work (see LocalEmbedder)
+ONNX_BATCH_TOKENS = 256  # tokens (padded) of one ONNX Runtime batch at most (see OnnxMiniLM.encode)
 
 # (name or path, device, backend) -> (model, lock): a model is loaded once per process. The
 # lock serialises use of one model: a fast tokenizer is not safe to share between threads, and
@@ -403,24 +404,40 @@ class OnnxMiniLM:
         # sentence-transformers' settings: cut at max_seq_length word pieces (with [CLS] and
         # [SEP]), pad to the longest text of the batch
         self.tokenizer.enable_truncation(self.max_seq_length)
-        pad_id = self.tokenizer.token_to_id("[PAD]")
-        self.tokenizer.enable_padding(pad_id=pad_id, pad_token="[PAD]")
+        self.tokenizer.no_padding()  # padded here, batch by batch (see encode)
+        self.pad_id = self.tokenizer.token_to_id("[PAD]")
         self._counter = None
 
     def encode(self, texts: list[str], batch_size: int):
         import numpy as np
 
-        # sentence-transformers strips each text before tokenizing; it sorts by length so that
-        # a batch pads to little: the same here, the order restored at the end
+        # sentence-transformers strips each text before tokenizing. Texts go longest first, in
+        # batches of at most batch_size texts and ONNX_BATCH_TOKENS tokens padded: a batch pads
+        # to its longest text, and padding costs as much as text (attention grows with its
+        # square): 64 chunks of a call in one batch embedded 2-4x slower than one by one
+        # (bench/LOG.md 2026-11-27). The vectors do not depend on the batch (the mask).
+        # The int8 model embeds each text alone: its activations are quantised with the scale of
+        # the whole batch, so in a batch a text's vector would depend on the texts beside it.
+        # Alone it depends on the text only, and it is no slower (bench/LOG.md 2026-11-27).
+        if self.int8:
+            batch_size = 1
         texts = [t.strip() for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            enc = self.tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-            types = np.array([e.type_ids for e in enc], dtype=np.int64)
+        start = 0
+        while start < len(order):
+            longest = len(encodings[order[start]].ids)
+            idx = order[start:start + max(1, min(batch_size, ONNX_BATCH_TOKENS // longest))]
+            start += len(idx)
+            ids = np.full((len(idx), longest), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(idx), longest), dtype=np.int64)
+            types = np.zeros((len(idx), longest), dtype=np.int64)
+            for row, i in enumerate(idx):
+                e = encodings[i]
+                ids[row, :len(e.ids)] = e.ids
+                mask[row, :len(e.ids)] = 1
+                types[row, :len(e.ids)] = e.type_ids
             hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
                                              "token_type_ids": types})[0]
             weights = mask[:, :, None].astype(np.float32)
