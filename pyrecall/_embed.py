@@ -97,8 +97,8 @@ def clean_texts(texts: list[str]) -> list[str]:
 # sentence-transformers does them, so the vectors are the same model's. Any other local model
 # runs on sentence-transformers.
 # local/all-MiniLM-L6-v2-int8 is that export with its weights quantised to int8 (at first use,
-# cached beside it): ~1.5x the chunks per CPU second, vectors at cosine ~0.99 of the fp32
-# model's, so it is a model of its own name (stored vectors of one are not the other's) and
+# cached beside it): ~4x the chunks per CPU second of the torch bulk path, vectors at cosine
+# ~0.99 of the fp32 model's, so it is a model of its own name (stored vectors of one are not the other's) and
 # runs on ONNX Runtime only. Its tokenizer is the fp32 model's: token counts are the same.
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 ONNX_EXPORT_VERSION = 1  # bump when the export changes: the cache key holds it

@@ -5,8 +5,8 @@ time, cosine of the int8 vectors to the fp32 model's.
         [--rounds 2] [--cold 7] [--json out.json]
 
 The texts: chunks of sessions written by `pyrecall bench index`'s generator (imported into a
-throwaway database, embedded by nothing), a fixed random sample. Batch 64, the process's
-threads (2 cores here). The three bulk paths take turns, each round in the opposite order, so
+throwaway database, embedded by nothing), a fixed random sample, embedded in calls of 64 texts
+as `pyrecall embed` does, with the process's threads (2 cores here). The three bulk paths take turns, each round in the opposite order, so
 that a change of the machine's load weighs on all alike. Cold: a fresh Python process imports
 pyrecall's embedder, loads the ONNX session and embeds one question (median wall time).
 """
@@ -84,7 +84,8 @@ def main() -> None:
     for r in range(args.rounds):
         for name in (list(paths) if r % 2 == 0 else list(paths)[::-1]):
             w, c = time.perf_counter(), time.process_time()
-            vectors[name] = np.asarray(paths[name].embed(texts))
+            vectors[name] = np.asarray([v for i in range(0, len(texts), 64)
+                                        for v in paths[name].embed(texts[i:i + 64])])
             wall[name] += time.perf_counter() - w
             cpu[name] += time.process_time() - c
     n = args.rounds * len(texts)
