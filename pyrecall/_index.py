@@ -103,7 +103,13 @@ class _upkeep_lock:
 
     def __exit__(self, *exc):
         if self.acquired and not self.conn.closed:
-            self.conn.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", [UPKEEP_LOCK])
+            try:
+                self.conn.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", [UPKEEP_LOCK])
+            except psycopg.Error:
+                if exc[0] is None:
+                    raise
+                # the block's own error (a cancelled build) is the one to report; the lock
+                # goes with the session
 
 
 def upkeep(conn: psycopg.Connection, agent_ids: list[str] | None = None, *,
