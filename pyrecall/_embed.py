@@ -96,6 +96,9 @@ def clean_texts(texts: list[str]) -> list[str]:
 # and cached in the data directory; mean pooling and normalisation are done here exactly as
 # sentence-transformers does them, so the vectors are the same model's. Any other local model
 # runs on sentence-transformers.
+# Bulk work runs there too: in batches cut by tokens (OnnxMiniLM.encode) it embeds 2.7x the
+# chunks/s of sentence-transformers in calls of 64 (bench/LOG.md 2026-11-27), and `pyrecall
+# embed` then never imports torch.
 # local/all-MiniLM-L6-v2-int8 is that export with its weights quantised to int8 (at first use,
 # cached beside it): ~4x the chunks per CPU second of the torch bulk path, vectors at cosine
 # ~0.99 of the fp32 model's, so it is a model of its own name (stored vectors of one are not the other's) and
@@ -105,7 +108,6 @@ ONNX_EXPORT_VERSION = 1  # bump when the export changes: the cache key holds it
 INT8_VERSION = 1  # bump when the quantisation changes: the int8 cache key holds it
 LOCAL_EXTRA = "pip install 'pyrecall[local]'"
 BACKENDS = ("auto", "onnx", "torch")
-BULK_TEXTS = 16  # an embed() call with more texts than this is bulk work (see LocalEmbedder)
 ONNX_BATCH_TOKENS = 256  # tokens (padded) of one ONNX Runtime batch at most (see OnnxMiniLM.encode)
 
 # (name or path, device, backend) -> (model, lock): a model is loaded once per process. The
@@ -130,12 +132,6 @@ def _onnx_available() -> bool:
     import importlib.util
 
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
-
-
-def _st_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("sentence_transformers") is not None
 
 
 def _load_local(name: str, device: str, backend: str = "auto") -> tuple[object, threading.Lock]:
@@ -460,11 +456,12 @@ class OnnxMiniLM:
 class LocalEmbedder:
     """A local model run in this process, on the CPU by default.
 
-    all-MiniLM-L6-v2 (installed by ``pyrecall[local]``) embeds queries on ONNX Runtime,
-    exported once from the installed weights into the data directory, and bulk work (more
-    than BULK_TEXTS texts a call) on sentence-transformers, measured faster per chunk; any
-    other name runs on sentence-transformers. ``backend="onnx"`` or ``"torch"`` forces one.
-    Both give the same vectors (cosine >= 0.9999). ``local/all-MiniLM-L6-v2-int8``, the same
+    all-MiniLM-L6-v2 (installed by ``pyrecall[local]``) runs on ONNX Runtime, exported once
+    from the installed weights into the data directory: queries (a tenth of the start-up of
+    torch) and bulk work alike (2.7x the chunks/s of sentence-transformers in calls of 64, in
+    batches cut by tokens; bench/LOG.md 2026-11-27); any other name runs on
+    sentence-transformers. ``backend="onnx"`` or ``"torch"`` forces one. Both give the same
+    vectors (cosine >= 0.9999). ``local/all-MiniLM-L6-v2-int8``, the same
     model quantised to int8, runs on ONNX Runtime for queries and bulk work alike: more chunks
     per CPU second, other vectors (a model of its own; docs/BENCHMARKS.md has its quality).
     Vectors are normalised (unit length). all-MiniLM-L6-v2 reads at most 256 word pieces
@@ -497,19 +494,16 @@ class LocalEmbedder:
         self.backend = backend
 
     def _loaded(self, n_texts: int = 1):
-        """The model for a call with ``n_texts`` texts. With backend "auto": bulk work (more
-        than BULK_TEXTS texts) on sentence-transformers where installed, which embeds more
-        chunks per CPU second here (docs/BENCHMARKS.md); a query on ONNX Runtime, which starts
-        in a tenth of the time; a token count on whichever is loaded already."""
+        """The model for a call with ``n_texts`` texts. With backend "auto": the bundled
+        MiniLM on ONNX Runtime where installed (queries and bulk work), else
+        sentence-transformers (see _load_local); a token count (``n_texts`` 0) on whichever
+        is loaded already."""
         backend = self.backend
         if backend == "auto" and self.name == INT8_NAME:
             backend = "onnx"  # its only backend
-        if backend == "auto":
-            if n_texts > BULK_TEXTS and _st_available():
-                backend = "torch"
-            elif n_texts == 0:
-                loaded = [b for (n, d, b) in _MODELS if (n, d) == (self.name, self.device)]
-                backend = loaded[0] if loaded else "auto"
+        if backend == "auto" and n_texts == 0:
+            loaded = [b for (n, d, b) in _MODELS if (n, d) == (self.name, self.device)]
+            backend = loaded[0] if loaded else "auto"
         return _load_local(self.name, self.device, backend)
 
     def _st(self):

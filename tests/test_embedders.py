@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrecall._embed import (
-    BULK_TEXTS,
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxMiniLM,
@@ -144,11 +143,13 @@ def test_onnx_counts_tokens_as_the_model_tokenizer():
     assert onnx.max_tokens == torch.max_tokens == 254
 
 
-def test_auto_backend_embeds_a_query_on_onnx_and_bulk_on_sentence_transformers():
+def test_auto_backend_embeds_queries_and_bulk_work_on_onnx():
+    """The bundled MiniLM runs on ONNX Runtime for a query and for a job's batch alike (bulk
+    work measured 2.7x faster than sentence-transformers); torch only when asked."""
     e = LocalEmbedder()
     assert isinstance(e._loaded(1)[0], OnnxMiniLM)
-    assert type(e._loaded(BULK_TEXTS + 1)[0]).__name__ == "SentenceTransformer"
-    assert isinstance(LocalEmbedder(backend="onnx")._loaded(1000)[0], OnnxMiniLM)
+    assert isinstance(e._loaded(64)[0], OnnxMiniLM)
+    assert type(LocalEmbedder(backend="torch")._loaded(64)[0]).__name__ == "SentenceTransformer"
 
 
 # -- the int8 model: another model ----------------------------------------------------------
@@ -172,7 +173,7 @@ def test_int8_vectors_are_unit_384_dim_and_near_the_fp32_model(int8):
     assert cosines.min() >= 0.98 and cosines.mean() >= 0.99, cosines
     assert cosines.max() < 0.9999, cosines  # quantised: not the fp32 model's vectors
     # bulk work runs on ONNX Runtime too (its only backend), with the same vectors
-    model = int8._loaded(BULK_TEXTS + 1)[0]
+    model = int8._loaded(64)[0]
     assert isinstance(model, OnnxMiniLM) and model.int8
     bulk = np.asarray(int8.embed(SAME_VECTOR_TEXTS * 2))[:len(SAME_VECTOR_TEXTS)]
     assert np.allclose(bulk, a, atol=1e-6)
@@ -260,8 +261,9 @@ LOAD_IN_A_PROGRAM = textwrap.dedent("""
     from pyrecall import Recall, _embed
 
     hub.disable_progress_bars("my_downloads")  # the program's own choice, to be kept
-    r = Recall(sys.argv[1])
-    r.embedder.embed([f"chunk {i}" for i in range(40)])  # bulk work: sentence-transformers
+    # the MiniLM on sentence-transformers (backend "torch", as any other local model runs)
+    r = Recall(sys.argv[1], embedder=_embed.LocalEmbedder(backend="torch"))
+    r.embedder.embed([f"chunk {i}" for i in range(40)])
     print(json.dumps({"backends": sorted(k[2] for k in _embed._MODELS),
                       "transformers_bars": hf_logging.is_progress_bar_enabled(),
                       "hub_bars_off": hub.are_progress_bars_disabled(),
