@@ -599,8 +599,8 @@ class LiteLLMEmbedder:
     tokens, ``concurrency`` requests at a time. A request that fails with 429, 5xx, a
     timeout or a lost connection is retried with exponential backoff and jitter (or after
     the provider's Retry-After, capped at ``retry_after_max`` s), ``max_attempts`` tries
-    in all, then ``TransientEmbeddingError``. Other failures (bad key, unknown model, bad
-    request) raise ``EmbeddingError`` at once. The vector length is ``dim``, else
+    in all, then ``TransientEmbeddingError``. Other failures (bad key, a key missing from
+    the environment, unknown model, bad request) raise ``EmbeddingError`` at once. The vector length is ``dim``, else
     ``dimensions``, else what the first answer holds.
 
     >>> e = LiteLLMEmbedder("openai/text-embedding-3-small", api_key="sk-...")
@@ -765,6 +765,10 @@ class LiteLLMEmbedder:
                         failed.set()
                         raise
                 detail = self._describe(error)
+                if _is_configuration_error(error):
+                    # raised before any request left: a retry meets the same refusal
+                    failed.set()
+                    raise EmbeddingError(f"{self.model}: {_provider_message(error)}") from error
                 if not _is_transient(error):
                     failed.set()
                     raise EmbeddingError(f"{self.model}: {detail}") from error
@@ -810,6 +814,22 @@ class LiteLLMEmbedder:
                     f"{self.model}: expected vectors of {self._dim} dimensions, got {len(v)}"
                 )
         return vectors
+
+
+# What litellm and the providers' clients say when they refuse a call before sending it
+# (messages of litellm 1.8x / openai 2.x, seen here with no key in the environment).
+_CONFIGURATION_MESSAGES = re.compile(
+    r"Missing credentials|Missing \w+ API key|No API Base provided|api_key client option must be set"
+)
+
+
+def _is_configuration_error(error: Exception) -> bool:
+    """Whether litellm or the provider's client refused the call before sending it: no key
+    in the environment, no API base for Azure. litellm reports these as a 500 or a connection
+    error, which would be retried for nothing (five attempts with backoff: ~15 s before a
+    one-shot recall fell back to keywords). The exception chain does not always keep the
+    client's own error, so its message tells."""
+    return bool(_CONFIGURATION_MESSAGES.search(_provider_message(error)))
 
 
 def _is_transient(error: Exception) -> bool:
@@ -876,6 +896,8 @@ def _provider_message(error: Exception) -> str:
     'Bad key'
     """
     text = str(getattr(error, "message", None) or error).strip()[:20_000]
+    # some litellm paths append the traceback of the error they wrap
+    text = text.split("\nTraceback (most recent call last)", 1)[0].strip()
     match = re.search(r"Error code: \d+ - (.*)$", text, re.S)
     if match:
         body = _parse(match.group(1))

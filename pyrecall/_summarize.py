@@ -217,7 +217,7 @@ def _litellm_completion():
     # Through the embedders' import of litellm: it sets what litellm reads once, at import
     # (the local price list, instead of a download; DEFAULT_MAX_RETRIES), the same for every
     # part of pyrecall whichever imports it first.
-    from ._embed import _litellm
+    from ._embed import _is_configuration_error, _litellm
 
     litellm = _litellm()
 
@@ -231,8 +231,8 @@ def _litellm_completion():
         for attempt in range(3):
             try:
                 return litellm.completion(**kwargs)
-            except transient:
-                if attempt == 2:
+            except transient as exc:
+                if attempt == 2 or _is_configuration_error(exc):  # no key: no retry helps
                     raise
                 time.sleep(2 ** attempt)
     return complete

@@ -26,6 +26,7 @@ from pyrecall._embed import (
     LocalEmbedder,
     OnnxMiniLM,
     _bundled_dir,
+    _litellm,
     clean_texts,
     get_embedder,
     int8_cache_dir,
@@ -509,6 +510,38 @@ def test_refused_connection_is_transient():
     )
     with pytest.raises(TransientEmbeddingError, match="gave up after 2 attempts"):
         e.embed(["x"])
+
+
+@pytest.mark.parametrize(
+    ("model", "unset", "says"),
+    [
+        ("openai/text-embedding-3-small", ["OPENAI_API_KEY", "OPENAI_ADMIN_KEY"], "set the `OPENAI_API_KEY`"),
+        ("mistral/mistral-embed", ["MISTRAL_API_KEY"], "set the `MISTRAL_API_KEY`"),
+        ("gemini/text-embedding-004", ["GEMINI_API_KEY", "GOOGLE_API_KEY"], "Set the GEMINI_API_KEY"),
+        ("azure/my-deployment", ["AZURE_API_BASE", "AZURE_OPENAI_ENDPOINT"], "Set 'AZURE_API_BASE'"),
+    ],
+)
+def test_missing_key_fails_at_once_in_the_providers_words(monkeypatch, model, unset, says):
+    # litellm reports a key missing from the environment as a 500 or a connection error:
+    # it was retried five times with backoff (15 s before a recall fell back to keywords)
+    for name in unset:
+        monkeypatch.delenv(name, raising=False)
+    calls = []
+    litellm = _litellm()
+    real = litellm.aembedding
+
+    async def counted(**kwargs):
+        calls.append(kwargs["model"])
+        return await real(**kwargs)
+
+    monkeypatch.setattr(litellm, "aembedding", counted)
+    with pytest.raises(EmbeddingError) as exc:
+        LiteLLMEmbedder(model, max_attempts=5, backoff_base=0.01).embed(["x"])
+    assert type(exc.value) is EmbeddingError  # not the transient kind
+    assert calls == [model]
+    message = str(exc.value)
+    assert message.startswith(f"{model}: ") and says in message
+    assert "Traceback" not in message and "500" not in message and "\n" not in message
 
 
 @pytest.mark.parametrize(

@@ -159,6 +159,26 @@ def test_llm_summaries_through_litellm(server_url, template_url, embedder, monke
         drop_database(server_url, url)
 
 
+def test_summary_model_without_its_key_is_not_retried(monkeypatch):
+    # litellm reports a missing key as a 500; retrying it only made `summarize` wait 3 s
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    from pyrecall._embed import _litellm
+
+    litellm, calls = _litellm(), []
+    real = litellm.completion
+
+    def counted(**kwargs):
+        calls.append(kwargs["model"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(litellm, "completion", counted)
+    complete = _summarize._litellm_completion()
+    with pytest.raises(litellm.InternalServerError, match="OPENAI_API_KEY"):
+        complete(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert calls == ["openai/gpt-4o-mini"]
+
+
 def test_summarize_with_a_failing_model_says_what_each_session_keeps(server_url, template_url, embedder,
                                                                      monkeypatch):
     """`pyrecall summarize --summarize-with MODEL`: the extractive pass runs first (the session
