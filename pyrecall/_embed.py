@@ -68,6 +68,24 @@ def get_embedder(model: str | None = None, **options) -> Embedder:
     return LiteLLMEmbedder(model, **options)
 
 
+def vector_space(model: str) -> str:
+    """The vector space a model's vectors live in: a query vector ranks only against stored
+    vectors of the same space. The bundled MiniLM under either of its names and its int8
+    quantisation (vectors at cosine ~0.993 of the fp32 model's, min 0.985) share one; any
+    other model is its own.
+
+    >>> vector_space("local/all-MiniLM-L6-v2-int8") == vector_space("local/sentence-transformers/all-MiniLM-L6-v2")
+    True
+    >>> vector_space("openai/text-embedding-3-small") == vector_space("local/all-MiniLM-L6-v2")
+    False
+    """
+    model = model.strip()
+    name = model.removeprefix(LOCAL_PREFIX)
+    if model.startswith(LOCAL_PREFIX) and (name in MINILM_NAMES or name == INT8_NAME):
+        return LOCAL_PREFIX + MINILM_NAMES[0]
+    return model
+
+
 def clean_texts(texts: list[str]) -> list[str]:
     """``texts`` cleaned as stored text is (:func:`pyrecall._text.clean_text`: no NUL, no lone
     surrogate); ``ConfigError`` for an empty or blank text.

@@ -23,7 +23,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from . import _config, _db, _ingest, _migrate, _worker
-from ._embed import Embedder, get_embedder
+from ._embed import Embedder, get_embedder, vector_space
 from ._errors import (
     ConfigError,
     DatabaseError,
@@ -281,6 +281,48 @@ def _renamed(new_name: str, new, old_name: str, old):
     if new is not None and new != old:
         raise ConfigError(f"give {new_name} or {old_name} (its former name), not both")
     return old
+
+
+STORED_MODEL_SQL = "select recall.embedding_model(%s)"
+
+
+def _model_note(stored: str | None, model: str) -> str | None:
+    """The note of a recall whose query would be embedded by another model than the agent's
+    stored vectors (None when they match or nothing is embedded yet)."""
+    if stored is None or vector_space(stored) == vector_space(model):
+        return None
+    return (f"the agent's memories were embedded with {stored}, the query would be with {model}: "
+            f"keyword search only (use the model {stored}, e.g. PYRECALL_EMBED_MODEL={stored}, "
+            f"or re-embed them: pyrecall embed --reembed)")
+
+
+def _stored_model(conn: psycopg.Connection, agent_id: str) -> str | None:
+    """recall.embedding_model(agent_id); None on a database not migrated to it yet (inside the
+    caller's transaction, in a savepoint: a failure there costs it nothing)."""
+    intrans = conn.info.transaction_status == TransactionStatus.INTRANS
+    try:
+        if intrans:
+            with conn.transaction():
+                return conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
+        return conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
+    except psycopg.errors.UndefinedFunction:
+        if not intrans and not conn.autocommit:
+            conn.rollback()
+        return None
+
+
+async def _stored_model_async(conn: psycopg.AsyncConnection, agent_id: str) -> str | None:
+    """See _stored_model."""
+    intrans = conn.info.transaction_status == TransactionStatus.INTRANS
+    try:
+        if intrans:
+            async with conn.transaction():
+                return (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
+        return (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
+    except psycopg.errors.UndefinedFunction:
+        if not intrans and not conn.autocommit:
+            await conn.rollback()
+        return None
 
 
 def _usable(vector) -> np.ndarray | None:
@@ -547,10 +589,15 @@ class Recall:
         _worker.change_dimension(self.conn, dim)
 
     # -- recall
-    def _query_embedding(self, query: str | None):
-        """The query's vector, or None with the reason when the provider cannot give one."""
+    def _query_embedding(self, query: str | None, agent_id: str):
+        """The query's vector, or None with the reason when the provider cannot give one or
+        its model is not the one of the agent's stored vectors."""
         if not query or not query.strip():
             return None, None
+        note = _model_note(_stored_model(self.conn, _text(agent_id)), self._model)
+        if note:
+            log.warning("%s", note)
+            return None, note
         try:
             vector = _usable(self.embedder.embed([_text(query)])[0])
         except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
@@ -570,7 +617,7 @@ class Recall:
         Options: min_similarity, vector_weight, text_weight, recency_weight,
         importance_weight, half_life (days or timedelta), candidates, as_of, dedup_similarity.
         """
-        embedding, note = self._query_embedding(query)
+        embedding, note = self._query_embedding(query, agent_id)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
         return self._logged("hybrid_recall", args, agent_id, query, embedding, note)
@@ -606,7 +653,7 @@ class Recall:
         then the best chunks inside them. (``sessions=`` is the former name of ``n_sessions``.)"""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         options = _session_options(options)
-        embedding, note = self._query_embedding(query)
+        embedding, note = self._query_embedding(query, agent_id)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
         if n_sessions is not None:
@@ -622,7 +669,7 @@ class Recall:
         relates to ``task_text`` (in the project; agent-wide with ``all_projects``), failures to
         avoid. (``task=`` is the former name of ``task_text``.)"""
         task = _renamed("task_text", task_text, "task", task)
-        embedding, note = self._query_embedding(task)
+        embedding, note = self._query_embedding(task, agent_id)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
         return self._logged("auto_context", args, agent_id, task, embedding, note)
@@ -847,9 +894,13 @@ class AsyncRecall:
             self._embedder = get_embedder(self._model)
         return self._embedder
 
-    async def _query_embedding(self, query: str | None):
+    async def _query_embedding(self, query: str | None, agent_id: str):
         if not query or not query.strip():
             return None, None
+        note = _model_note(await _stored_model_async(self.conn, _text(agent_id)), self._model)
+        if note:
+            log.warning("%s", note)
+            return None, note
         try:
             vector = _usable((await self.embedder.aembed([_text(query)]))[0])
         except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
@@ -934,7 +985,7 @@ class AsyncRecall:
                      kinds: Sequence[str] | None = None, since: datetime | None = None,
                      until: datetime | None = None, **options) -> RecallResult:
         """See :meth:`Recall.recall`."""
-        embedding, note = await self._query_embedding(query)
+        embedding, note = await self._query_embedding(query, agent_id)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
         return await self._logged("hybrid_recall", args, agent_id, query, embedding, note)
@@ -969,7 +1020,7 @@ class AsyncRecall:
         """See :meth:`Recall.session_recall`."""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         options = _session_options(options)
-        embedding, note = await self._query_embedding(query)
+        embedding, note = await self._query_embedding(query, agent_id)
         args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
         if n_sessions is not None:
@@ -984,7 +1035,7 @@ class AsyncRecall:
                            task: str | None = None) -> RecallResult:
         """See :meth:`Recall.auto_context`."""
         task = _renamed("task_text", task_text, "task", task)
-        embedding, note = await self._query_embedding(task)
+        embedding, note = await self._query_embedding(task, agent_id)
         args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
                           exclude_session_id, all_projects, as_of)
         return await self._logged("auto_context", args, agent_id, task, embedding, note)

@@ -142,6 +142,20 @@ def test_keyword_source_when_the_query_embedding_fails(shop, monkeypatch):
     assert "note: source=keyword: query embedding failed" in table.stderr
 
 
+def test_recall_with_another_model_than_the_stored_vectors_says_so(run):
+    assert run("import", *SHOP).exit_code == 0
+    assert run("embed").exit_code == 0  # by the local MiniLM
+    result = run("recall", "alembic migration", "--model", "openai/text-embedding-3-small")
+    assert result.exit_code == 0, result.output
+    assert "source=keyword" in result.stdout and "Orders table migration" in result.stdout
+    assert result.stderr == (
+        "note: source=keyword: the agent's memories were embedded with local/all-MiniLM-L6-v2, "
+        "the query would be with openai/text-embedding-3-small: keyword search only (use the model "
+        "local/all-MiniLM-L6-v2, e.g. PYRECALL_EMBED_MODEL=local/all-MiniLM-L6-v2, or re-embed "
+        "them: pyrecall embed --reembed)\n")
+    assert "source=hybrid" in run("recall", "alembic migration").stdout
+
+
 def test_auto_with_task_json(shop):
     result = shop("recall", "--auto", "--task-text", "add a column with a migration", "--project",
                   "/home/dev/shop", "--branch", "main", "--format", "json")

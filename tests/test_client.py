@@ -4,7 +4,9 @@ import asyncio
 import socket
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
+from fake_embedder import FakeEmbedder
 
 from pyrecall import ConfigError, NotFoundError
 from pyrecall._embed import get_embedder
@@ -73,6 +75,48 @@ def test_keyword_fallback_when_provider_is_down(db_url):
     assert result.source == "keyword"
     assert "query embedding failed" in result.note
     assert [m.session_id for m in result] == ["s"]
+
+
+def test_query_of_another_model_recalls_by_keywords_and_says_which(client, db_url):
+    # the agent's chunks are MiniLM's; a query vector of another model would rank noise by
+    # "meaning": it is not even computed, the recall goes by keywords and says what to do
+    client.embed_pending()
+    other = FakeEmbedder(model="openai/text-embedding-3-small")
+    with Recall(db_url, embedder=other) as r:
+        for result in (r.recall("aria", "docker compose nginx"),
+                       r.session_recall("aria", "docker compose nginx"),
+                       r.auto_context("aria", task_text="docker compose nginx")):
+            assert result.source == "keyword"
+            assert result.note.startswith("the agent's memories were embedded with "
+                                          "local/all-MiniLM-L6-v2, the query would be with "
+                                          "openai/text-embedding-3-small: keyword search only")
+            assert "pyrecall embed --reembed" in result.note
+        assert r.recall("aria", "docker compose nginx")[0].session_id == "deploy"
+        assert r.recall("nobody", "docker").note is None  # nothing embedded: nothing to compare
+        # inside the caller's transaction, on a database without the function (not migrated
+        # to this version): no check, and the transaction goes on
+        with r.conn.transaction():
+            r.conn.execute("drop function recall.embedding_model(text)")
+            assert r.recall("aria", "docker compose nginx").source == "hybrid"
+            assert r.conn.execute("select count(*) from recall.sessions").fetchone()[0] == 3
+            raise psycopg.Rollback  # the function back
+    assert other.seen == ["docker", "docker compose nginx"]  # only where there was nothing to vet
+
+    async def go():
+        async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder(model="fake/other")) as a:
+            return await a.recall("aria", "docker compose nginx")
+
+    result = asyncio.run(go())
+    assert result.source == "keyword" and "embedded with local/all-MiniLM-L6-v2" in result.note
+
+
+def test_query_of_the_int8_model_ranks_against_the_fp32_vectors(client, db_url):
+    # the int8 MiniLM is the same model quantised (one vector space): no note, by meaning
+    client.embed_pending()
+    with Recall(db_url, model="local/all-MiniLM-L6-v2-int8") as r:
+        result = r.recall("aria", "shipping the service in a container", k=1)
+    assert result.source == "hybrid" and result.note is None
+    assert result[0].session_id == "deploy"
 
 
 def test_unknown_option_and_missing_session(client):

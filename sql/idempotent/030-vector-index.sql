@@ -960,6 +960,29 @@ as $$
   from recall.chunks c
 $$;
 
+-- embedding_model: the model that made an agent's stored vectors, so that a caller embeds its
+-- query with the same one (a query vector of another model ranks nothing by meaning)
+create or replace function recall.embedding_model(agent_id text)
+returns text
+language sql stable security invoker parallel safe
+set search_path to pg_catalog, pg_temp
+as $$
+  select c.embedding_model
+  from recall.chunks c
+  where c.agent_id = embedding_model.agent_id and c.embedding_model is not null
+  order by c.created_at desc
+  limit 1
+$$;
+
+comment on function recall.embedding_model(text) is $c$
+The model (as the embedding job names it, e.g. local/all-MiniLM-L6-v2) of the agent's newest
+embedded chunk; NULL when none is embedded (or the caller may not see the agent's rows: RLS
+applies). A query vector must come from the same model (or one of the same vector space) for
+the vector arm of hybrid_recall, session_recall and auto_context to mean anything: the Python
+client checks it before embedding a query and recalls by keywords with a note when they
+differ. One index probe (chunks_agent_created_idx).
+$c$;
+
 -- agent_stats: the largest agents (by chunks), with the path recall._vector_arm takes for each
 create or replace function recall.agent_stats(max_agents int default 20)
 returns table (agent_id text, sessions bigint, chunks bigint, embedded bigint, pending bigint,
