@@ -675,8 +675,13 @@ class Recall:
         return self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories
-    def _memory_embedding(self, content: str):
-        """The content's vector and model now, or (None, None): the worker embeds it later."""
+    def _memory_embedding(self, content: str, agent_id: str):
+        """The content's vector and model now, or (None, None): the worker embeds it later
+        (also when this client's model is not the one of the agent's stored vectors)."""
+        note = _model_note(_stored_model(self.conn, _text(agent_id)), self._model)
+        if note:
+            log.warning("memory not embedded now (the worker will): %s", note)
+            return None, None
         try:
             vector = _usable(self.embedder.embed([_text(content)])[0])
         except (EmbeddingError, ImportError, OSError, ConfigError) as exc:
@@ -697,7 +702,7 @@ class Recall:
         """
         args = _remember_args(agent_id, content, kind, importance, metadata, project, supersedes, pin)
         if embed and content and content.strip():
-            vector, model = self._memory_embedding(content)
+            vector, model = self._memory_embedding(content, agent_id)
             if vector is not None:
                 args.update(embedding=vector, embedding_model=model)
         try:
@@ -1047,7 +1052,12 @@ class AsyncRecall:
                        pin: bool = False, embed: bool = True) -> int:
         """See :meth:`Recall.remember`."""
         args = _remember_args(agent_id, content, kind, importance, metadata, project, supersedes, pin)
+        note = None
         if embed and content and content.strip():
+            note = _model_note(await _stored_model_async(self.conn, _text(agent_id)), self._model)
+            if note:
+                log.warning("memory not embedded now (the worker will): %s", note)
+        if embed and content and content.strip() and not note:
             try:
                 vector = _usable((await self.embedder.aembed([_text(content)]))[0])
             except (EmbeddingError, ImportError, OSError, ConfigError) as exc:

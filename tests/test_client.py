@@ -93,21 +93,32 @@ def test_query_of_another_model_recalls_by_keywords_and_says_which(client, db_ur
             assert "pyrecall embed --reembed" in result.note
         assert r.recall("aria", "docker compose nginx")[0].session_id == "deploy"
         assert r.recall("nobody", "docker").note is None  # nothing embedded: nothing to compare
+        # a memory is not embedded now by the other model (the worker embeds it with the agent's)
+        mid = r.remember("aria", "Deploys go through ArgoCD")
+        assert r.conn.execute("select embedding is null, embedding_model from recall.chunks "
+                              "where chunk_id = %s", [mid]).fetchone() == (True, None)
         # inside the caller's transaction, on a database without the function (not migrated
         # to this version): no check, and the transaction goes on
+        sessions = r.conn.execute("select count(*) from recall.sessions").fetchone()[0]
         with r.conn.transaction():
             r.conn.execute("drop function recall.embedding_model(text)")
             assert r.recall("aria", "docker compose nginx").source == "hybrid"
-            assert r.conn.execute("select count(*) from recall.sessions").fetchone()[0] == 3
+            assert r.conn.execute("select count(*) from recall.sessions").fetchone()[0] == sessions
             raise psycopg.Rollback  # the function back
     assert other.seen == ["docker", "docker compose nginx"]  # only where there was nothing to vet
 
     async def go():
-        async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder(model="fake/other")) as a:
-            return await a.recall("aria", "docker compose nginx")
+        other = FakeEmbedder(model="fake/other")
+        async with await AsyncRecall.connect(db_url, embedder=other) as a:
+            mid = await a.remember("aria", "Releases are tagged by CI")
+            return await a.recall("aria", "docker compose nginx"), mid, other.seen
 
-    result = asyncio.run(go())
+    result, mid, seen = asyncio.run(go())
     assert result.source == "keyword" and "embedded with local/all-MiniLM-L6-v2" in result.note
+    assert seen == []
+    assert client.conn.execute("select embedding is null from recall.chunks where chunk_id = %s",
+                               [mid]).fetchone() == (True,)
+    assert client.embed_pending().embedded == 2  # both memories, by the agent's model
 
 
 def test_query_of_the_int8_model_ranks_against_the_fp32_vectors(client, db_url):
