@@ -260,7 +260,7 @@ class Worker:
     def __init__(self, conn: psycopg.Connection, embedder: Embedder, *, batch_size: int = 64,
                  agent: str | None = None, since: datetime | None = None, reembed: bool = False,
                  retry_now: bool = False, progress: Callable[[int], None] | None = None,
-                 filter: dict | None = None, index: bool = True,
+                 filter: dict | None = None, index: bool | str = True,
                  index_progress: Callable[[dict], None] | None = None):
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, not {batch_size}")
@@ -274,6 +274,8 @@ class Worker:
         self._installed_dim: int | None = None
         self._has_message_tokens: bool | None = None
         self.progress = progress
+        if index not in (True, False, "all"):
+            raise ConfigError(f"index must be True, False or 'all', not {index!r}")
         self.index, self.index_progress = index, index_progress
         self._embedded_agents: set[str] = set()
 
@@ -331,7 +333,11 @@ class Worker:
     def _index_upkeep(self, report: EmbedReport) -> list[dict]:
         """Build the vector index of their own that the agents embedded for have come to need,
         and any build cut short before (pyrecall._index.upkeep: with no agent embedded for,
-        catalog lookups only; recall.config auto_vector_index false: never). An agent past
+        catalog lookups only; recall.config auto_vector_index false: never). With index
+        'all', the first run looks at every agent (the worker's agent, if it has one) whatever
+        it embedded: an agent that grew past the threshold before this upkeep existed, or
+        while it was switched off, gets its index too (one scan of the table's embedded rows,
+        grouped by agent); later runs only at the agents they embed for. An agent past
         agent_index_min_rows without one is ranked by an exact scan, whose cost grows with
         the agent. Skipped inside the caller's transaction (a concurrent build cannot run in
         one) and on a Citus cluster (`pyrecall dba index` there); a failed build is reported
@@ -344,8 +350,12 @@ class Worker:
             return []
         from . import _index
 
+        agents: list[str] | None = sorted(self._embedded_agents)
+        if self.index == "all":
+            agents = None if self.agent is None else [self.agent]
+            self.index = True  # once
         try:
-            return _index.upkeep(self.conn, sorted(self._embedded_agents), progress=self.index_progress)
+            return _index.upkeep(self.conn, agents, progress=self.index_progress)
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:
@@ -538,7 +548,7 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                 delay = 1.0
                 while not stop():
                     report = worker.run()
-                    if on_report and report.scanned:
+                    if on_report and (report.scanned or report.indexed):
                         on_report(report)
                     if between is not None:
                         try:

@@ -798,10 +798,11 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
     FOR UPDATE SKIP LOCKED; a chunk that fails is retried later with backoff. Each batch is
     committed whole or not at all: after Ctrl-C (exit 130) the next run goes on from there. A run that
     writes 1,000 chunks or more ends with VACUUM (ANALYZE) recall.chunks, so that the next
-    queries do not wade through the rows the updates left behind. An agent that now holds
-    2,000 embedded chunks or more (recall.config agent_index_min_rows) and has no vector index
-    of its own gets one, built concurrently (recall keeps answering): without it, each recall
-    scans all of that agent's chunks. --no-index, or recall.config auto_vector_index = false,
+    queries do not wade through the rows the updates left behind. Then every agent (with
+    --agent-id, that one) that holds 2,000 embedded chunks or more (recall.config
+    agent_index_min_rows) and has no vector index of its own gets one, built concurrently
+    (recall keeps answering), even when nothing was pending: without it, each recall scans
+    all of that agent's chunks. --no-index, or recall.config auto_vector_index = false,
     leaves that to `pyrecall dba index`.
 
     \b
@@ -845,11 +846,11 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
                     def building(row):
                         bar.update(task, description=f"vector index: {row['phase']}")
 
-                    run = r.embed_pending(batch_size=batch_size, **chosen, index=not no_index,
+                    run = r.embed_pending(batch_size=batch_size, **chosen, index=False if no_index else "all",
                                           progress=lambda n: bar.update(task, advance=n),
                                           index_progress=building)
             else:
-                run = r.embed_pending(batch_size=batch_size, **chosen, index=not no_index)
+                run = r.embed_pending(batch_size=batch_size, **chosen, index=False if no_index else "all")
             run.cleaned = report.cleaned
             report = run
     except KeyboardInterrupt as exc:

@@ -517,7 +517,7 @@ class Recall:
     def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
                       since: datetime | None = None, filter: dict | None = None,
                       reembed: bool = False,
-                      progress: Callable[[int], None] | None = None, index: bool = True,
+                      progress: Callable[[int], None] | None = None, index: bool | str = True,
                       index_progress: Callable[[dict], None] | None = None) -> EmbedReport:
         """Embed every pending chunk with the configured model, in batches claimed FOR UPDATE
         SKIP LOCKED (safe beside a running worker). ``agent_id``, ``since``, ``filter`` (as
@@ -530,7 +530,9 @@ class Recall:
         embedded for that now holds agent_index_min_rows (2000) embedded chunks or more and has
         no vector index of its own gets one, built concurrently (``report.indexed``; a row of
         ``recall.index_info()`` each; ``index_progress(row)`` is told the build's progress
-        every 2 s): without it that agent's every recall scans all its chunks."""
+        every 2 s): without it that agent's every recall scans all its chunks. ``index='all'``:
+        every agent (``agent_id``'s alone, if given) that needs one, embedded for or not (one
+        scan of the table: what `pyrecall embed` does, for a database that grew before)."""
         return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
                       reembed=reembed, filter=filter, progress=progress, index=index,
                       index_progress=index_progress).run()
@@ -565,7 +567,10 @@ class Recall:
                 on_summary(report)
 
         _worker.listen_loop(lambda: _db.connect(self.dsn),
-                            lambda conn: Worker(conn, embedder, batch_size=batch_size, agent=agent_id),
+                            # each worker's first run (at start, after a reconnect) also
+                            # indexes the agents that grew before it ran
+                            lambda conn: Worker(conn, embedder, batch_size=batch_size, agent=agent_id,
+                                                index="all"),
                             idle_timeout=idle_timeout, stop=stop or (lambda: False),
                             on_report=on_report, between=None if summarizer is None else summarize)
 
@@ -946,7 +951,7 @@ class AsyncRecall:
     async def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
                             since: datetime | None = None, filter: dict | None = None,
                             reembed: bool = False,
-                            progress: Callable[[int], None] | None = None, index: bool = True,
+                            progress: Callable[[int], None] | None = None, index: bool | str = True,
                             index_progress: Callable[[dict], None] | None = None) -> EmbedReport:
         """See :meth:`Recall.embed_pending` (the embedding worker, on a worker thread)."""
         return await self._in_thread("embed_pending", batch_size=batch_size, agent_id=agent_id,

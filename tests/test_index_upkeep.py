@@ -3,12 +3,15 @@ chunks gets a vector index of its own at the end of the run that embedded them
 (recall.vector_index_upkeep_ddl, pyrecall._index.upkeep), so that its recalls stop scanning
 every chunk. The vectors are the fake embedder's: this is about which indexes get built."""
 
+import time
+
 import psycopg
 import pytest
 from fake_embedder import FakeEmbedder
 
-from pyrecall import _index
+from pyrecall import ConfigError, _index
 from pyrecall._worker import Worker
+from pyrecall.client import Recall
 
 MIN_ROWS = 60
 
@@ -80,6 +83,38 @@ def test_an_index_is_built_only_for_the_agents_the_run_embedded(small_threshold)
     ddl = [r[0] for r in conn.execute("select recall.vector_index_upkeep_ddl()").fetchall()]
     assert sum(s.startswith("create index concurrently") for s in ddl) == 1
     assert _index.upkeep(conn)[0]["agent_id"] == "old"
+
+
+def test_index_all_also_builds_for_the_agents_the_run_did_not_embed_for(small_threshold):
+    """`pyrecall embed` and each worker's first run (index='all'): an agent that grew past the
+    threshold before the upkeep existed gets its index even when nothing is pending."""
+    conn = small_threshold
+    seed(conn, "old", MIN_ROWS)
+    seed(conn, "other", MIN_ROWS)
+    Worker(conn, FakeEmbedder(), index=False).run()
+    # a worker of one agent: that agent alone
+    report = Worker(conn, FakeEmbedder(), agent="old", index="all").run()
+    assert (report.embedded, [r["agent_id"] for r in report.indexed]) == (0, ["old"])
+    assert own_index(conn, "other") is None
+    worker = Worker(conn, FakeEmbedder(), index="all")
+    assert [r["agent_id"] for r in worker.run().indexed] == ["other"]
+    # later runs of that worker look only at the agents they embed for
+    seed(conn, "third", MIN_ROWS)
+    Worker(conn, FakeEmbedder(), index=False).run()
+    assert worker.run().indexed == [] and own_index(conn, "third") is None
+    with pytest.raises(ConfigError, match="index must be True, False or 'all'"):
+        Worker(conn, FakeEmbedder(), index="yes")
+
+
+def test_the_worker_indexes_at_start_the_agents_that_grew_before_it(small_threshold, db_url):
+    conn = small_threshold
+    seed(conn, "old", MIN_ROWS)
+    Worker(conn, FakeEmbedder(), index=False).run()
+    reports, deadline = [], time.monotonic() + 60
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        r.run_worker(idle_timeout=0.1, summarize_after=None, on_report=reports.append,
+                     stop=lambda: bool(reports) or time.monotonic() > deadline)
+    assert [(x.embedded, [i["agent_id"] for i in x.indexed]) for x in reports] == [(0, ["old"])]
 
 
 def test_no_upkeep_when_switched_off_or_the_layout_is_one_table_index(small_threshold):
