@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import json
 import os
 import random
@@ -586,6 +587,8 @@ class LocalEmbedder:
 
 # -- litellm ----------------------------------------------------------------------------
 
+OPENAI_PREFIX = "openai/"
+OPENAI_API_BASE = "https://api.openai.com/v1"
 _TRANSIENT_STATUS = {408, 409, 425, 429}  # and every 5xx
 # Refusals of what a request holds (a text too long, blocked by a filter, malformed): the same
 # request without the text at fault may pass. Every other 4xx (bad key 401, no credit 402, no
@@ -670,6 +673,11 @@ class LiteLLMEmbedder:
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
         self._dim = dim if dim is not None else dimensions
+        # OpenAI's (and OpenAI-compatible servers') embeddings endpoint is called directly,
+        # over httpx: importing litellm takes 7-11 s here (bench/LOG.md 2026-11-27), which a
+        # one-shot `pyrecall recall` with an openai/ model paid for one query. Every other
+        # provider goes through litellm.
+        self.direct = model.startswith(OPENAI_PREFIX)
         # One semaphore per event loop: asyncio primitives cannot cross loops, and each
         # embed() call runs its own loop.
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -716,18 +724,26 @@ class LiteLLMEmbedder:
         if not texts:
             return []
         failed = asyncio.Event()
-        tasks = [asyncio.ensure_future(self._send(b, failed)) for b in self._batches(texts)]
-        try:
-            results = await asyncio.gather(*tasks)
-        except BaseException:
-            # One batch failed for good: stop the others rather than pay for them.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        async with contextlib.AsyncExitStack() as stack:
+            client = None
+            if self.direct:
+                import httpx
+
+                client = await stack.enter_async_context(httpx.AsyncClient(timeout=self.timeout))
+            tasks = [asyncio.ensure_future(self._send(b, failed, client)) for b in self._batches(texts)]
+            try:
+                results = await asyncio.gather(*tasks)
+            except BaseException:
+                # One batch failed for good: stop the others rather than pay for them.
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
         return [v for batch in results for v in batch]
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
+        if len(texts) == 1:  # goes alone whatever it counts (a query: no tokenizer to load)
+            return [texts]
         batches, batch, tokens = [], [], 0
         for text in texts:
             n = self.count_tokens(text)
@@ -746,35 +762,32 @@ class LiteLLMEmbedder:
             self._semaphores[loop] = asyncio.Semaphore(self.concurrency)
         return self._semaphores[loop]
 
-    async def _send(self, texts: list[str], failed: asyncio.Event) -> list[list[float]]:
+    async def _send(self, texts: list[str], failed: asyncio.Event, client=None) -> list[list[float]]:
         import asyncio
 
-        litellm = _litellm()
         import httpx
-        import openai
 
+        if self.direct:
+            api_errors: tuple[type[Exception], ...] = (ProviderError,)
+            call = functools.partial(self._post_openai, client)
+        else:
+            litellm = _litellm()
+            import openai
+
+            api_errors = (openai.APIError,)
+            call = functools.partial(litellm.aembedding, model=self.model, api_base=self.api_base,
+                                     api_key=self.api_key, timeout=self.timeout, num_retries=0,
+                                     max_retries=0)
         options = {"dimensions": self.dimensions} if self.dimensions is not None else {}
         for attempt in range(1, self.max_attempts + 1):
             async with self._semaphore():
                 if failed.is_set():  # another batch failed for good while this one waited
                     raise asyncio.CancelledError
                 try:
-                    # litellm's own timeout ends most requests; wait_for is the backstop
+                    # the client's own timeout ends most requests; wait_for is the backstop
                     # for providers that do not pass it on.
-                    response = await asyncio.wait_for(
-                        litellm.aembedding(
-                            model=self.model,
-                            input=texts,
-                            api_base=self.api_base,
-                            api_key=self.api_key,
-                            timeout=self.timeout,
-                            num_retries=0,
-                            max_retries=0,
-                            **options,
-                        ),
-                        self.timeout + 5,
-                    )
-                except (openai.APIError, httpx.HTTPError, OSError, TimeoutError) as e:
+                    response = await asyncio.wait_for(call(input=texts, **options), self.timeout + 5)
+                except (*api_errors, httpx.HTTPError, OSError, TimeoutError) as e:
                     error = e
                 else:
                     try:
@@ -807,15 +820,50 @@ class LiteLLMEmbedder:
         return ceiling * random.uniform(0.5, 1.0)
 
     def _describe(self, error: Exception) -> str:
-        import openai
-
-        if isinstance(error, TimeoutError | openai.APITimeoutError):
+        if _is_timeout(error):
             return f"no answer within {self.timeout:g} s"
         status = getattr(error, "status_code", None)
         message = _provider_message(error)
         if len(message) > MAX_MESSAGE:  # some providers echo the whole request
             message = message[: MAX_MESSAGE - 3] + "..."
         return f"{status} {message}" if isinstance(status, int) else message
+
+    async def _post_openai(self, client, *, input: list[str], dimensions: int | None = None):
+        """POST /embeddings of OpenAI's API (or of api_base: any OpenAI-compatible server), as
+        litellm's openai/ route sends it (the model name without its prefix; vectors as JSON
+        numbers, the same values litellm gave). Key: api_key, else $OPENAI_API_KEY (none: refused before
+        sending, unless api_base names another server); base: api_base, else
+        $OPENAI_BASE_URL / $OPENAI_API_BASE, else https://api.openai.com/v1."""
+        import types
+
+        base = (self.api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+                or OPENAI_API_BASE)
+        key = self.api_key or os.environ.get("OPENAI_API_KEY")
+        headers = {}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        elif base.rstrip("/") == OPENAI_API_BASE:
+            raise ProviderError(None, "Missing credentials: set the `OPENAI_API_KEY` environment "
+                                      "variable (or pass api_key)")
+        if os.environ.get("OPENAI_ORGANIZATION"):
+            headers["OpenAI-Organization"] = os.environ["OPENAI_ORGANIZATION"]
+        body = {"model": self.model.removeprefix(OPENAI_PREFIX), "input": input}
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        response = await client.post(f"{base.rstrip('/')}/embeddings", json=body, headers=headers)
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code != 200:
+            error = payload.get("error") if isinstance(payload, dict) else None
+            message = error.get("message") if isinstance(error, dict) else (error or response.text)
+            raise ProviderError(response.status_code, str(message or response.reason_phrase),
+                                response.headers)
+        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+            raise EmbeddingError(f"{self.model}: the provider answered something that is not a "
+                                 "list of embeddings")
+        return types.SimpleNamespace(data=payload["data"])
 
     def _check(self, response, n: int) -> list[list[float]]:
         data = list(response.data)
@@ -832,6 +880,26 @@ class LiteLLMEmbedder:
                     f"{self.model}: expected vectors of {self._dim} dimensions, got {len(v)}"
                 )
         return vectors
+
+
+class ProviderError(Exception):
+    """An answer of OpenAI's embeddings endpoint other than 200 (``status_code``, the
+    provider's message, its headers: Retry-After), or a call refused before it was sent
+    (``status_code`` None)."""
+
+    def __init__(self, status_code: int | None, message: str, headers=None):
+        super().__init__(message)
+        self.status_code, self.message, self.headers = status_code, message, headers
+
+
+def _is_timeout(error: Exception) -> bool:
+    import sys
+
+    import httpx
+
+    openai = sys.modules.get("openai")  # not imported: not an error of its client
+    return isinstance(error, TimeoutError | httpx.TimeoutException) or (
+        openai is not None and isinstance(error, openai.APITimeoutError))
 
 
 # What litellm and the providers' clients say when they refuse a call before sending it
@@ -851,11 +919,15 @@ def _is_configuration_error(error: Exception) -> bool:
 
 
 def _is_transient(error: Exception) -> bool:
+    import sys
+
     import httpx
-    import openai
 
     # APIConnectionError covers timeouts and refused or reset connections.
-    if isinstance(error, TimeoutError | OSError | openai.APIConnectionError | httpx.TransportError):
+    if isinstance(error, TimeoutError | OSError | httpx.TransportError):
+        return True
+    openai = sys.modules.get("openai")  # not imported: not an error of its client
+    if openai is not None and isinstance(error, openai.APIConnectionError):
         return True
     status = getattr(error, "status_code", None)
     return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)

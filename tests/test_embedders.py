@@ -424,8 +424,10 @@ def test_batches_respect_both_limits(texts, batch_size, max_tokens):
 
 def test_concurrency_limit(server):
     server.delay = 0.2  # so requests overlap
+    e = remote(server, batch_size=1, concurrency=3)
+    e.count_tokens("x")  # litellm's tokenizer loaded (seconds) before the clock starts
     start = time.monotonic()
-    remote(server, batch_size=1, concurrency=3).embed([f"t{i}" for i in range(9)])
+    e.embed([f"t{i}" for i in range(9)])
     assert server.requests == 9
     assert server.max_concurrent == 3
     assert time.monotonic() - start < 9 * 0.2  # they did overlap
@@ -512,6 +514,29 @@ def test_refused_connection_is_transient():
         e.embed(["x"])
 
 
+def test_openai_models_are_called_without_litellm(server, monkeypatch):
+    # litellm's import takes 7-11 s on this machine: openai/ models go to the endpoint directly
+    # (the same request litellm's openai/ route sends), base and key from the environment
+    # as litellm reads them; batches, retries and errors as before
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    e = LiteLLMEmbedder(MODEL, dimensions=DIM, backoff_base=0.01)
+    assert e.direct and not LiteLLMEmbedder("cohere/embed-english-v3.0").direct
+    server.fail("500")
+    assert e.embed(["a b", "c"]) == [hash_vector("a b", DIM), hash_vector("c", DIM)]
+    assert server.requests == 2
+    code = textwrap.dedent(f"""
+        import sys
+        from pyrecall._embed import LiteLLMEmbedder
+        v = LiteLLMEmbedder({MODEL!r}).embed(["one query"])[0]
+        print(len(v), [m for m in ("litellm", "openai") if m in sys.modules])
+    """)
+    env = {**os.environ, "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "test"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == [str(DIM), "[]"], out.stderr
+
+
 @pytest.mark.parametrize(
     ("model", "unset", "says"),
     [
@@ -535,10 +560,13 @@ def test_missing_key_fails_at_once_in_the_providers_words(monkeypatch, model, un
         return await real(**kwargs)
 
     monkeypatch.setattr(litellm, "aembedding", counted)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
     with pytest.raises(EmbeddingError) as exc:
         LiteLLMEmbedder(model, max_attempts=5, backoff_base=0.01).embed(["x"])
     assert type(exc.value) is EmbeddingError  # not the transient kind
-    assert calls == [model]
+    # openai/ goes to OpenAI's endpoint directly (refused before sending); the rest via litellm
+    assert calls == ([] if model.startswith("openai/") else [model])
     message = str(exc.value)
     assert message.startswith(f"{model}: ") and says in message
     assert "Traceback" not in message and "500" not in message and "\n" not in message
