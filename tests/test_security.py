@@ -34,7 +34,8 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
                     "session_recall_v1", "session_recall_v2", "auto_context", "auto_context_v1",
                     "auto_context_v2", "summarize_sessions", "hybrid_recall_v4", "session_recall_v4",
                     "auto_context_v4", "remember", "forget_memory", "pin_memory", "memories",
-                    "hybrid_recall_v6", "session_recall_v6", "auto_context_v6", "hybrid_recall_v7"}
+                    "hybrid_recall_v6", "session_recall_v6", "auto_context_v6", "hybrid_recall_v7",
+                    "embedding_model"}
 # v6's search runs as the owner, after checking the caller as the policies would
 # (sql/released/v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
 DEFINER = ["recall._check_reader_v6(text)",
@@ -87,8 +88,10 @@ def build_world(conn, agents=("A", "B")):
     for cid, agent in conn.execute("select chunk_id, agent_id from recall.chunks order by chunk_id").fetchall():
         noise = 0.02 if agent == "B" else 0.8
         vec = unit(QUERY + noise * RNG.normal(size=DIM) / np.sqrt(DIM) * 10)
-        conn.execute("update recall.chunks set embedding = %s, embedding_model = 'test', embedded_at = %s "
-                     "where chunk_id = %s", [vec, AS_OF, cid])
+        # B's model name carries the secret too (recall.embedding_model must not show it to A)
+        model = f"test-{SECRET}" if agent == "B" else "test"
+        conn.execute("update recall.chunks set embedding = %s, embedding_model = %s, embedded_at = %s "
+                     "where chunk_id = %s", [vec, model, AS_OF, cid])
     conn.execute("select recall.summarize_sessions(only_stale => false)")
 
 
@@ -356,6 +359,8 @@ def test_agent_reads_counts_and_modifies_nothing_of_b(db_url, conn, roles, who):
                               f"from recall.{t} x where agent_id = 'B'").fetchone() for t in ROW_TABLES}
     role, agent = (roles["agent"], "A") if who == "setting" else (roles["bound"], None)
     with login(db_url, role, agent) as c:
+        assert c.execute("select recall.embedding_model('A'), recall.embedding_model('B')").fetchone() == (
+            "test", None)
         for table, (insert, error) in INSERT_B.items():
             assert c.execute(f"select count(*) from recall.{table} where agent_id = 'B'").fetchone()[0] == 0
             assert c.execute(f"select count(distinct agent_id) from recall.{table}").fetchone()[0] == 1
