@@ -621,8 +621,9 @@ class LiteLLMEmbedder:
     timeout or a lost connection is retried with exponential backoff and jitter (or after
     the provider's Retry-After, capped at ``retry_after_max`` s), ``max_attempts`` tries
     in all, then ``TransientEmbeddingError``. Other failures (bad key, a key missing from
-    the environment, unknown model, bad request) raise ``EmbeddingError`` at once. The vector length is ``dim``, else
-    ``dimensions``, else what the first answer holds.
+    the environment, unknown model, bad request) raise ``EmbeddingError`` at once. The
+    vector length is ``dim``, else ``dimensions``, else what the first answer holds.
+    ``openai/`` models are called directly (``_post_openai``), all others through litellm.
 
     >>> e = LiteLLMEmbedder("openai/text-embedding-3-small", api_key="sk-...")
     >>> e.count_tokens("hello world")
@@ -831,8 +832,8 @@ class LiteLLMEmbedder:
     async def _post_openai(self, client, *, input: list[str], dimensions: int | None = None):
         """POST /embeddings of OpenAI's API (or of api_base: any OpenAI-compatible server), as
         litellm's openai/ route sends it (the model name without its prefix; vectors as JSON
-        numbers, the same values litellm gave). Key: api_key, else $OPENAI_API_KEY (none: refused before
-        sending, unless api_base names another server); base: api_base, else
+        numbers, the same values litellm gave). Key: api_key, else $OPENAI_API_KEY (none:
+        refused before sending, unless the base is another server's); base: api_base, else
         $OPENAI_BASE_URL / $OPENAI_API_BASE, else https://api.openai.com/v1."""
         import types
 
