@@ -316,9 +316,11 @@ def _load_parallel(batches: Iterator[tuple[dict[str, list[Session]], int]],
 
 
 def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], *,
-                   batch: int = 100_000,
+                   batch: int = 100_000, model: str = "synthetic",
                    progress: Callable[[str, int], Callable[[int], None]] | None = None) -> float:
-    """Give every chunk its vector (binary COPY into a temp table, then one UPDATE a batch)."""
+    """Give every chunk its vector (binary COPY into a temp table, then one UPDATE a batch),
+    recorded as made by ``model`` (the client checks it against its query model: a bench that
+    queries through the client names the model it queries with)."""
     topic_of = {sid: t for a in agents for sid, t in a.session_topics.items()}
     # in an order that does not depend on how the load interleaved its connections
     rows = conn.execute("select chunk_id, session_id, first_seq from recall.chunks "
@@ -339,9 +341,9 @@ def set_embeddings(conn: psycopg.Connection, synth: Synth, agents: list[Agent], 
                 for (cid, _, _), v in zip(part, vecs, strict=True):
                     cp.write_row([cid, v])
             conn.execute("""update recall.chunks c
-                               set embedding = v.embedding, embedding_model = 'synthetic',
+                               set embedding = v.embedding, embedding_model = %s,
                                    embedded_at = now()
-                              from bench_vectors v where v.chunk_id = c.chunk_id""")
+                              from bench_vectors v where v.chunk_id = c.chunk_id""", [model])
         if advance:
             advance(len(part))
     return time.perf_counter() - t

@@ -102,13 +102,14 @@ def database(dsn: str | None, keep: bool):
         yield url
 
 
-def build(url: str, synth: latency.Synth, agents: list[latency.Agent], log, *, index: bool = True) -> dict[str, Any]:
+def build(url: str, synth: latency.Synth, agents: list[latency.Agent], log, *, index: bool = True,
+          model: str = "synthetic") -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         t = time.perf_counter()
         loaded = latency.load(conn, synth, agents)
         log(f"ingested {loaded['messages']} messages in {loaded['ingest_s']} s")
-        vectors_s = latency.set_embeddings(conn, synth, agents)
+        vectors_s = latency.set_embeddings(conn, synth, agents, model=model)
         log(f"vectors written in {vectors_s:.1f} s")
         conn.execute("vacuum analyze recall.chunks")
         conn.execute("vacuum analyze recall.messages")

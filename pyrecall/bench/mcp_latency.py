@@ -34,6 +34,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
+from .. import _config
 from . import latency, load
 
 
@@ -166,7 +167,8 @@ def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup:
     topics = [int(largest.topics[i % len(largest.topics)]) for i in range(calls + warmup)]
     queries = [synth.query_text(t) for t in topics]
     with scratch_database(dsn) as url:
-        built = load.build(url, synth, agents, log)
+        # the stored vectors stand for the server's model's (its queries are that model's)
+        built = load.build(url, synth, agents, log, model=_config.embed_model())
         log(f"built {built['chunks']:,} chunks in {built['build_s']} s; serving {largest.agent_id} "
             f"({largest.size:,} chunks) over MCP")
         load_before = os.getloadavg()[0]
