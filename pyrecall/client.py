@@ -284,6 +284,26 @@ def _renamed(new_name: str, new, old_name: str, old):
 
 
 STORED_MODEL_SQL = "select recall.embedding_model(%s)"
+MODEL_CHECK_SECONDS = 10.0  # how often a connection re-reads an agent's stored model
+# per connection: agent -> (model, when read)
+_stored_models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _model_cache(conn) -> dict:
+    try:
+        cache = _stored_models.setdefault(conn, {})
+    except TypeError:          # an object that cannot be weakly referenced: no cache
+        return {}
+    if len(cache) > 10_000:    # a connection that served very many agents
+        cache.clear()
+    return cache
+
+
+def _cached(cache: dict, agent_id) -> tuple[bool, str | None]:
+    hit = cache.get(agent_id)
+    if hit is not None and time.monotonic() - hit[1] <= MODEL_CHECK_SECONDS:
+        return True, hit[0]
+    return False, None
 
 
 def _model_note(stored: str | None, model: str) -> str | None:
@@ -297,32 +317,47 @@ def _model_note(stored: str | None, model: str) -> str | None:
 
 
 def _stored_model(conn: psycopg.Connection, agent_id: str) -> str | None:
-    """recall.embedding_model(agent_id); None on a database not migrated to it yet (inside the
-    caller's transaction, in a savepoint: a failure there costs it nothing)."""
+    """recall.embedding_model(agent_id), read again at most every MODEL_CHECK_SECONDS per
+    connection; None on a database not migrated to it yet (inside the caller's transaction,
+    in a savepoint: a failure there costs it nothing)."""
+    cache = _model_cache(conn)
+    hit, model = _cached(cache, agent_id)
+    if hit:
+        return model
     intrans = conn.info.transaction_status == TransactionStatus.INTRANS
     try:
         if intrans:
             with conn.transaction():
-                return conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
-        return conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
+                model = conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
+        else:
+            model = conn.execute(STORED_MODEL_SQL, [agent_id]).fetchone()[0]
     except psycopg.errors.UndefinedFunction:
         if not intrans and not conn.autocommit:
             conn.rollback()
         return None
+    cache[agent_id] = (model, time.monotonic())
+    return model
 
 
 async def _stored_model_async(conn: psycopg.AsyncConnection, agent_id: str) -> str | None:
     """See _stored_model."""
+    cache = _model_cache(conn)
+    hit, model = _cached(cache, agent_id)
+    if hit:
+        return model
     intrans = conn.info.transaction_status == TransactionStatus.INTRANS
     try:
         if intrans:
             async with conn.transaction():
-                return (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
-        return (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
+                model = (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
+        else:
+            model = (await (await conn.execute(STORED_MODEL_SQL, [agent_id])).fetchone())[0]
     except psycopg.errors.UndefinedFunction:
         if not intrans and not conn.autocommit:
             await conn.rollback()
         return None
+    cache[agent_id] = (model, time.monotonic())
+    return model
 
 
 def _usable(vector) -> np.ndarray | None:

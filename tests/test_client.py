@@ -9,6 +9,7 @@ import pytest
 from fake_embedder import FakeEmbedder
 
 from pyrecall import ConfigError, NotFoundError
+from pyrecall import client as client_module
 from pyrecall._embed import get_embedder
 from pyrecall.client import AsyncRecall, Memory, Recall
 
@@ -77,9 +78,10 @@ def test_keyword_fallback_when_provider_is_down(db_url):
     assert [m.session_id for m in result] == ["s"]
 
 
-def test_query_of_another_model_recalls_by_keywords_and_says_which(client, db_url):
+def test_query_of_another_model_recalls_by_keywords_and_says_which(client, db_url, monkeypatch):
     # the agent's chunks are MiniLM's; a query vector of another model would rank noise by
     # "meaning": it is not even computed, the recall goes by keywords and says what to do
+    monkeypatch.setattr(client_module, "MODEL_CHECK_SECONDS", 0.0)  # read at every recall
     client.embed_pending()
     other = FakeEmbedder(model="openai/text-embedding-3-small")
     with Recall(db_url, embedder=other) as r:

@@ -99,8 +99,8 @@ def test_switching_off_stops_it(chat, db_url):
 
 
 def test_the_switch_is_read_at_most_every_few_seconds(chat, db_url, monkeypatch):
-    """Statements a recall sends: the recall itself, the switch when it is due, and one INSERT
-    when the log is on."""
+    """Statements a recall sends: the recall itself, the switch and the agent's stored model
+    (recall.embedding_model) when they are due, and one INSERT when the log is on."""
     monkeypatch.setattr(client_module, "LOG_CHECK_SECONDS", 3600.0)
     with Recall(db_url, embedder=NoEmbedder(), migrate=False) as r:
         sent = []
@@ -113,8 +113,9 @@ def test_the_switch_is_read_at_most_every_few_seconds(chat, db_url, monkeypatch)
         r.recall("support", "refund")
         r.recall("support", "refund")
         assert sum("recall.config" in s for s in sent) == 1
+        assert sum("recall.embedding_model" in s for s in sent) == 1
         assert not any("log_recall" in s for s in sent)     # off: no INSERT at all
-        assert len(sent) == 3
+        assert len(sent) == 4
 
 
 def test_agent_roles_log_their_own_agent_only(chat, db_url):
