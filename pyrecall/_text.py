@@ -4,9 +4,12 @@ input)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
+
+from ._errors import ConfigError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -44,3 +47,12 @@ def clean_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean_value(v) for v in value]
     return value
+
+
+def clean_json(value: dict) -> str:
+    """A metadata dict as JSON that jsonb accepts (no NUL, no surrogates, NaN/Inf as null).
+    ConfigError when it is nested too deeply for Python to encode (about 900 levels)."""
+    try:
+        return json.dumps(clean_value(value), ensure_ascii=False, default=str, allow_nan=False)
+    except RecursionError:
+        raise ConfigError("metadata or filter is nested too deeply to encode as JSON") from None

@@ -3,6 +3,7 @@ library errors become one-line messages, never tracebacks."""
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import json
@@ -12,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -276,7 +278,35 @@ def git_scope(cwd: str | os.PathLike | None = None) -> tuple[str, str | None]:
 
 # ---------------------------------------------------------------- the group
 
-@click.group(context_settings=CONTEXT)
+class _Main(click.Group):
+    """The command group, with ``bench`` and ``dba`` loaded when asked for (their modules'
+    imports are for them alone: a one-shot `pyrecall recall` does without)."""
+
+    def _lazy(self, name: str) -> None:
+        if name == "bench" and "bench" not in self.commands:
+            try:
+                from .bench.cli import bench
+            except ModuleNotFoundError as exc:  # a trimmed install without pyrecall.bench
+                if exc.name not in ("pyrecall.bench", "pyrecall.bench.cli"):
+                    raise
+                return
+            self.add_command(bench)
+        elif name == "dba" and "dba" not in self.commands:
+            from ._dba_cli import _commands
+
+            self.add_command(_commands(handle_errors, dsn_option, json_option, former_name), "dba")
+
+    def get_command(self, ctx, cmd_name):
+        self._lazy(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx):
+        for name in ("bench", "dba"):
+            self._lazy(name)
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Main, context_settings=CONTEXT)
 @click.version_option(package_name="pyrecall")
 def main():
     """pyrecall: memory across sessions for AI agents, SQL-first on PostgreSQL.
@@ -317,14 +347,15 @@ def db():
 @db.command("start")
 @handle_errors
 def db_start():
-    """Start the embedded server (idempotent) and print its URL.
+    """Start the embedded server (idempotent) and print its URL. Applies the server's settings
+    again (sized to the machine; a change by hand is kept) and creates the database if missing.
 
     \b
     Example:
       export PYRECALL_DSN=$(pyrecall db start)
     """
     from . import _db
-    dsn = _db.start()
+    dsn = _db.start(quick=False)
     click.echo(_db.as_url(dsn, port=_db.embedded_port()))  # the URL `pyrecall db url` prints
 
 
@@ -1374,26 +1405,33 @@ def mcp(agent, http, token, model, dsn):
     _mcp.serve(_mcp.Backend(dsn, agent, model=model), http=http, token=token)
 
 
-def _register_bench() -> None:
-    """`pyrecall bench ...` lives in pyrecall.bench (heavier imports, loaded only when there)."""
+def run() -> None:
+    """The ``pyrecall`` console script: :func:`main`, then out without tearing the interpreter
+    down. Freeing ONNX Runtime's session, numpy's and psycopg's modules one by one took ~0.08 s
+    of a one-shot recall's 0.6 (bench/LOG.md 2026-11-27, third session); the exit handlers
+    (``atexit``) still run and the output is flushed. A thread still alive (none is, after a
+    command returns) gets Python's normal exit."""
     try:
-        from .bench.cli import bench
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("pyrecall.bench", "pyrecall.bench.cli"):
-            raise
-        return
-    main.add_command(bench)
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    finish = getattr(atexit, "_run_exitfuncs", None)
+    if finish is None or threading.active_count() > 1:
+        sys.exit(code)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message")
+        print(code, file=sys.stderr)
+        code = 1
+    finish()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head -1`): as Python's own exit does
+            code = code or 120
+    os._exit(code)
 
-
-_register_bench()
-
-
-def _register_dba() -> None:
-    from ._dba_cli import _commands
-    main.add_command(_commands(handle_errors, dsn_option, json_option, former_name), "dba")
-
-
-_register_dba()
 
 if __name__ == "__main__":
-    main()
+    run()

