@@ -137,6 +137,22 @@ def test_onnx_vectors_equal_sentence_transformers():
     assert float(alone @ a[3]) >= 0.99999
 
 
+def test_onnx_bulk_batches_run_side_by_side_with_the_vectors_of_one_at_a_time():
+    """Several batches run at once on a one-thread session (a thread per CPU); each text's
+    vector is the one it gets alone, on the session of a query."""
+    onnx = LocalEmbedder(backend="onnx")
+    model = onnx._loaded()[0]
+    texts = SAME_VECTOR_TEXTS * 3 + [f"note {i}: the cache key of tenant {i}" for i in range(40)]
+    bulk = np.asarray(onnx.embed(texts))
+    assert (model._bulk is not None) == (model.workers > 1)
+    alone = np.concatenate([model.encode([t], 64) for t in texts])
+    assert np.abs(bulk - alone).max() < 1e-5
+    for int8 in (LocalEmbedder(INT8),):  # one text a batch: the most batches side by side
+        bulk8 = np.asarray(int8.embed(texts))
+        alone8 = np.concatenate([np.asarray(int8.embed([t])) for t in texts])
+        assert np.abs(bulk8 - alone8).max() < 1e-6
+
+
 def test_onnx_counts_tokens_as_the_model_tokenizer():
     onnx, torch = LocalEmbedder(backend="onnx"), LocalEmbedder(backend="torch")
     for text in [*SAME_VECTOR_TEXTS, "", "a\x00b"]:
