@@ -618,3 +618,38 @@ def test_bench_index_small(server_url, model, backend):
     for run in ("cold_recall", "cold_auto_hook", "cold_help"):
         assert len(report[run]["runs_s"]) == 1 and report[run]["median_s"] > 0
         assert 0 < report[run]["median_cpu_s"] < 60, run
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_killed_benchmark_removes_its_throwaway_server(sig):
+    """`kill` (or a closed terminal) ends a benchmark as Ctrl-C does: its throwaway embedded
+    server is stopped and its directory removed, not left running in /tmp."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pyrecall import _db
+
+    code = ("import sys, time\nfrom pyrecall.bench._scratch import scratch_database\n"
+            "with scratch_database() as url:\n    print(url, flush=True)\n    time.sleep(120)\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        pgdata = Path(psycopg_host(url))
+        assert pgdata.name == "pgdata" and _db.status(pgdata.parent).running, (url, proc.stderr.read())
+        time.sleep(0.2)
+        proc.send_signal(getattr(signal, sig))
+        assert proc.wait(timeout=120) == 128 + getattr(signal, sig)
+    finally:
+        proc.kill()
+    assert not pgdata.parent.exists()
+
+
+def psycopg_host(url: str) -> str:
+    import psycopg
+
+    return psycopg.conninfo.conninfo_to_dict(url)["host"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,15 +59,37 @@ def scratch_database(dsn: str | None = None, *, dim: int = 384,
         return
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-"))
     os.chmod(tmp, 0o755)  # the embedded server runs as its own OS user when we are root
-    try:
-        url = _db.start(tmp, settings=settings)
-        _install(url, dim)
-        yield url
-    finally:
+    with _terminate_as_exit():
         try:
-            _db.stop(tmp)
+            url = _db.start(tmp, settings=settings)
+            _install(url, dim)
+            yield url
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                _db.stop(tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI job's timeout) end the benchmark as
+    Ctrl-C does, through the ``finally`` that stops and removes its throwaway server; by default
+    they ended the process at once and left the server running in /tmp. Exit status 128 + the
+    signal, as a shell reports. The handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    before = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _install(url: str, dim: int) -> None:
