@@ -834,7 +834,9 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
     agent_index_min_rows) and has no vector index of its own gets one, built concurrently
     (recall keeps answering), even when nothing was pending: without it, each recall scans
     all of that agent's chunks. --no-index, or recall.config auto_vector_index = false,
-    leaves that to `pyrecall dba index`.
+    leaves that to `pyrecall dba index`. An agent whose chunks were embedded by models of two
+    vector spaces (a model changed without --reembed) is named on stderr (JSON: mixed_models):
+    a query of one model ranks the other's vectors as noise.
 
     \b
     Example:
@@ -843,6 +845,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
       pyrecall embed --filter guild="Acme Engineering" --filter channel=incidents
       pyrecall embed --reembed --model openai/text-embedding-3-small --yes
     """
+    from ._embed import vector_space
     from ._worker import EmbedInterrupted, EmbedReport
 
     console = _stderr_console()
@@ -884,6 +887,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
                 run = r.embed_pending(batch_size=batch_size, **chosen, index=False if no_index else "all")
             run.cleaned = report.cleaned
             report = run
+        mixed = {} if reembed else r.mixed_vector_spaces(agent_id=agent)
     except KeyboardInterrupt as exc:
         # each batch is one transaction: the one in flight was rolled back and stays pending
         done = exc.report.embedded if isinstance(exc, EmbedInterrupted) else 0
@@ -892,9 +896,17 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
         sys.exit(130)
     finally:
         r.close()
+    for agent_id, counts in mixed.items():
+        other = {m: n for m, n in counts.items() if vector_space(m) != vector_space(embedder.model)}
+        if other:
+            said = ", ".join(f"{n:,} with {m}" for m, n in other.items())
+            click.echo(f"warning: agent {agent_id} has chunks embedded with another model ({said}) "
+                       f"beside {embedder.model}'s: a query of one ranks the other's as noise "
+                       f"(re-embed them: pyrecall embed --reembed --agent-id {agent_id} "
+                       f"--model {embedder.model})", err=True)
     if as_json:
-        click.echo(json.dumps({"model": embedder.model, "dry_run": dry_run, **report.as_dict()},
-                              indent=2, default=str))
+        click.echo(json.dumps({"model": embedder.model, "dry_run": dry_run, **report.as_dict(),
+                               "mixed_models": mixed}, indent=2, default=str))
         return
     from rich.table import Table
 

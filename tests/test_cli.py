@@ -228,6 +228,41 @@ def test_former_option_names_work_hidden(shop):
         assert both.exit_code == 2 and f"{old} is the former name of {new}: give one of them" in both.output
 
 
+def test_embed_warns_of_an_agent_embedded_by_two_models(run, db_url):
+    """A model changed without --reembed leaves an agent's chunks in two vector spaces (the
+    query's model check sees the newest chunk only): `pyrecall embed` names the agent, the other
+    model and how to re-embed; MiniLM's fp32 and int8 vectors share a space and are not named."""
+    import psycopg
+
+    run("import", *SHOP)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        agent = conn.execute("select agent_id from recall.chunks limit 1").fetchone()[0]
+        # two chunks embedded earlier by another model (384 dims too) and one by MiniLM's int8
+        conn.execute("""update recall.chunks set embedding = array_fill(0.05, array[384])::vector,
+                               embedding_model = m.model, embedded_at = now()
+                        from (select chunk_id, case when row_number() over (order by chunk_id) <= 2
+                                   then 'openai/text-embedding-3-small'
+                                   else 'local/all-MiniLM-L6-v2-int8' end as model
+                              from recall.chunks where agent_id = %s order by chunk_id limit 3) m
+                        where chunks.chunk_id = m.chunk_id""", [agent])
+    out = run("embed", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["embedded"] > 0
+    counts = report["mixed_models"][agent]
+    assert counts["openai/text-embedding-3-small"] == 2 and counts["local/all-MiniLM-L6-v2-int8"] == 1
+    assert counts["local/all-MiniLM-L6-v2"] > 0
+    assert (f"warning: agent {agent} has chunks embedded with another model (2 with "
+            f"openai/text-embedding-3-small) beside local/all-MiniLM-L6-v2's") in out.stderr
+    assert f"pyrecall embed --reembed --agent-id {agent} --model local/all-MiniLM-L6-v2" in out.stderr
+    assert "int8" not in out.stderr
+    # re-embedded with the one model: one space, nothing to say
+    again = run("embed", "--reembed", "--agent-id", agent, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["mixed_models"] == {} and "warning" not in again.stderr
+    assert json.loads(run("embed", "--json").stdout)["mixed_models"] == {}
+
+
 def test_former_agent_name_on_embed(run):
     """embed, worker and summarize have an --agent-id of their own (default: every agent);
     --agent still works there too."""
