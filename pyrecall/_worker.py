@@ -70,6 +70,7 @@ class EmbedReport:
     # the agents' own vector indexes the run built (pyrecall._index.upkeep): recall.index_info rows
     indexed: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)  # the agents it embedded chunks of
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -297,6 +298,7 @@ class Worker:
             report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
             report.vacuumed = self._vacuum(report)
             report.indexed = self._index_upkeep(report)
+            report.agents = sorted(self._embedded_agents)
             report.pending = count_pending(self.conn, agent=self.agent, since=self.since,
                                            model=self.model_filter, filter=self.filter)
         except KeyboardInterrupt as exc:

@@ -834,9 +834,9 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
     agent_index_min_rows) and has no vector index of its own gets one, built concurrently
     (recall keeps answering), even when nothing was pending: without it, each recall scans
     all of that agent's chunks. --no-index, or recall.config auto_vector_index = false,
-    leaves that to `pyrecall dba index`. An agent whose chunks were embedded by models of two
-    vector spaces (a model changed without --reembed) is named on stderr (JSON: mixed_models):
-    a query of one model ranks the other's vectors as noise.
+    leaves that to `pyrecall dba index`. An agent it embedded for whose chunks now come from
+    models of two vector spaces (a model changed without --reembed) is named on stderr (JSON:
+    mixed_models): a query of one model ranks the other's vectors as noise.
 
     \b
     Example:
@@ -887,7 +887,8 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
                 run = r.embed_pending(batch_size=batch_size, **chosen, index=False if no_index else "all")
             run.cleaned = report.cleaned
             report = run
-        mixed = {} if reembed else r.mixed_vector_spaces(agent_id=agent)
+        # the agents this run embedded for (a run that embedded nothing mixed nothing)
+        mixed = {} if reembed or dry_run or not report.agents else r.mixed_vector_spaces(report.agents)
     except KeyboardInterrupt as exc:
         # each batch is one transaction: the one in flight was rolled back and stays pending
         done = exc.report.embedded if isinstance(exc, EmbedInterrupted) else 0

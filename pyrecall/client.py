@@ -622,18 +622,19 @@ class Recall:
                             idle_timeout=idle_timeout, stop=stop or (lambda: False),
                             on_report=on_report, between=None if summarizer is None else summarize)
 
-    def mixed_vector_spaces(self, *, agent_id: str | None = None) -> dict[str, dict[str, int]]:
+    def mixed_vector_spaces(self, agent_ids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         """Agents whose embedded chunks come from models of more than one vector space (a
         model changed without ``embed_pending(reembed=True)``), with their chunks per model:
         ``{"aria": {"local/all-MiniLM-L6-v2": 1200, "openai/text-embedding-3-small": 40}}``.
         A query of one ranks the other's vectors as noise (the query's model check looks at
-        the agent's newest chunk only). ``agent_id``: that agent alone. One scan of the
-        embedded chunks."""
+        the agent's newest chunk only). ``agent_ids``: those agents (their chunks read through
+        the agent's index), else every agent (one scan of the table)."""
         rows = self.conn.execute(
             "select agent_id, embedding_model, count(*) from recall.chunks"
             " where embedding is not null and embedding_model is not null"
-            " and (%(agent)s::text is null or agent_id = %(agent)s)"
-            " group by 1, 2 order by 1, 3 desc, 2", {"agent": agent_id}).fetchall()
+            " and (%(all)s or agent_id = any(%(agents)s))"
+            " group by 1, 2 order by 1, 3 desc, 2",
+            {"all": agent_ids is None, "agents": list(agent_ids or ())}).fetchall()
         models: dict[str, dict[str, int]] = {}
         for agent, model, n in rows:
             models.setdefault(agent, {})[model] = n
