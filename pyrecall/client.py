@@ -1057,6 +1057,10 @@ class AsyncRecall:
         return await self._in_thread("count_pending", agent_id=agent_id, since=since, filter=filter,
                                      reembed=reembed)
 
+    async def mixed_vector_spaces(self, agent_ids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """See :meth:`Recall.mixed_vector_spaces`."""
+        return await self._in_thread("mixed_vector_spaces", None if agent_ids is None else list(agent_ids))
+
     async def cleanup(self, *, agent_id: str | None = None) -> int:
         """See :meth:`Recall.cleanup`."""
         return await self._in_thread("cleanup", agent_id=agent_id)
