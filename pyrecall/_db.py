@@ -411,6 +411,11 @@ def recovered_url(url: str, data_dir: Path | None = None) -> str | None:
     return start(data_dir, quick=False)
 
 
+def cannot_connect(exc: psycopg.OperationalError) -> DatabaseError:
+    """The error a failed connection becomes (the server's words, on one line)."""
+    return DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}")
+
+
 def resolve_dsn(dsn: str | None = None) -> str:
     """The DSN to use: the one given, else $PYRECALL_DSN, else the embedded server (started)."""
     return dsn or _config.dsn_from_env() or start()
@@ -428,11 +433,11 @@ def connect(dsn: str | None = None, *, autocommit: bool = True, **kwargs) -> psy
     except psycopg.OperationalError as exc:
         again = recovered_url(url)
         if again is None:
-            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+            raise cannot_connect(exc) from exc
         try:
             conn = psycopg.connect(again, autocommit=autocommit, **kwargs)
         except psycopg.OperationalError as exc2:
-            raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc2).strip()}") from exc2
+            raise cannot_connect(exc2) from exc2
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:

@@ -433,8 +433,8 @@ class OnnxMiniLM:
 
     def _bulk_runner(self):
         """A session with one thread and a pool of ``workers`` threads that run batches on it
-        at once: on 2 cores 12% more chunks per second than one batch at a time on both cores
-        (bench/LOG.md 2026-11-27, third session), the same vectors (a batch's vector does not
+        at once: on 2 cores 9% (fp32) and 16% (int8) more chunks per second than one batch at a
+        time on both cores (bench/LOG.md 2026-11-27, third session), the same vectors (a batch's vector does not
         depend on the threads). ONNX Runtime's run() may be called from several threads."""
         if self._bulk is None:
             from concurrent.futures import ThreadPoolExecutor

@@ -26,7 +26,6 @@ from . import _config, _db, _migrate
 from ._embed import Embedder, get_embedder, vector_space
 from ._errors import (
     ConfigError,
-    DatabaseError,
     EmbeddingError,
     MissingDependencyError,
     NotFoundError,
@@ -947,11 +946,11 @@ class AsyncRecall:
         except psycopg.OperationalError as exc:
             again = _db.recovered_url(url)  # the embedded server, its database dropped by hand
             if again is None:
-                raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from exc
+                raise _db.cannot_connect(exc) from exc
             try:
                 conn = await psycopg.AsyncConnection.connect(again, autocommit=True)
             except psycopg.OperationalError as exc2:
-                raise DatabaseError(f"cannot connect to PostgreSQL: {str(exc2).strip()}") from exc2
+                raise _db.cannot_connect(exc2) from exc2
         await register_vector_async(conn)
         return cls(conn, **kwargs)
 
