@@ -217,8 +217,6 @@ def test_overlapping_and_adjacent_chunks_become_one_passage(chat, fn):
             for budget in (200, 400, 800, 5000):
                 v4 = call(chat, f"{fn}_v4", **args, token_budget=budget)
                 v5 = call(chat, f"{fn}_v5", **args, token_budget=budget)
-                if fn == "session_recall":     # the stable name (hybrid_recall's is v7's fill)
-                    assert call(chat, fn, **args, token_budget=budget) == v5
                 held = [m for r in v5 for m in r["message_ids"] or ()]
                 assert len(held) == len(set(held)), "a message paid twice"
                 assert set(held) >= {m for r in v4 for m in r["message_ids"] or ()}

@@ -3,7 +3,7 @@
 -- recall.auto_context, each calling the current released version. Releasing a new version
 -- (sql/README.md) moves them here, in one place; the versions live in sql/released/.
 
--- Today hybrid_recall calls v7, session_recall and auto_context call v6 (v4's shapes: same
+-- Today hybrid_recall calls v7, session_recall v8, auto_context v6 (v4's shapes: same
 -- arguments and rows; hybrid_recall_v7's turn_text_weight keeps its default). Their v3 shapes go first (v4 adds arguments and columns, so create or
 -- replace cannot change them); a call by name with v3's arguments finds the v4 shape.
 drop function if exists recall.hybrid_recall(
@@ -60,7 +60,7 @@ $$;
 comment on function recall.hybrid_recall is
   'The stable name of hybrid recall; calls recall.hybrid_recall_v7 (see its comment).';
 
--- session_recall: the stable name; today it is v6
+-- session_recall: the stable name; today it is v8
 create or replace function recall.session_recall(
   agent_id           text,
   query_text         text        default null,
@@ -88,7 +88,7 @@ returns setof recall.session_recall_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.session_recall_v6(
+  select * from recall.session_recall_v8(
     agent_id, query_text, query_embedding, k, n_sessions, token_budget, exclude_session_id,
     filter, kinds, since, until, half_life, as_of, candidates, summary_weight, session_weight,
     dedup_similarity, vector_weight, text_weight, recency_weight, importance_weight,
@@ -96,7 +96,7 @@ as $$
 $$;
 
 comment on function recall.session_recall is
-  'The stable name of session-aware recall; calls recall.session_recall_v6 (see its comment).';
+  'The stable name of session-aware recall; calls recall.session_recall_v8 (see its comment).';
 
 -- auto_context: the stable name; today it is v6
 create or replace function recall.auto_context(
