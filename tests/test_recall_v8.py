@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import psycopg
 import pytest
-from fake_embedder import FakeEmbedder
 from pgvector.psycopg import register_vector
-from test_recall_v5 import AGENT, CASES, QUERIES, call, chat_url, passage_text  # noqa: F401 (chat_url: the fixture)
+from test_recall_v5 import CASES, QUERIES, call, chat_url, passage_text  # noqa: F401 (chat_url: a fixture)
+from test_recall_v7 import args_for
 
 BUDGETS = (60, 200, 400, 800, 5000)
 
@@ -25,11 +24,6 @@ def chat(chat_url):  # noqa: F811 (test_recall_v5's chat, fixtures by name)
     with psycopg.connect(chat_url, autocommit=True) as conn:
         register_vector(conn)
         yield conn
-
-
-def args_for(q, **kw):
-    return {"agent_id": AGENT, "query_text": q, "query_embedding": np.asarray(FakeEmbedder().vector(q)), **kw}
-
 
 def turns(conn):
     return {r[0]: dict(zip(("session", "seq", "tokens", "date_tokens", "text"), r[1:], strict=True))
