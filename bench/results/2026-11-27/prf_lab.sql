@@ -51,3 +51,34 @@ begin
     agent_id => lab_prf.agent_id, query_text => t, query_embedding => q,
     k => lab_prf.k, as_of => lab_prf.as_of, token_budget => lab_prf.token_budget);
 end $$;
+
+-- lab_sturns: session_recall's rows (v6's ranking: sessions first, chunks re-scored by their
+-- session's score) filled turn by turn as hybrid_recall_v7 fills (recall._fill_v7, each turn
+-- valued by its chunk's score + w x its own share of the query's idf)
+create or replace function recall.lab_sturns(
+  agent_id text, query_text text default null, query_embedding vector default null,
+  k int default 10, as_of timestamptz default null, token_budget int default null,
+  w float8 default 0.2, n_sessions int default 10)
+returns table (session_id text, message_ids bigint[], n_tokens int, content text)
+language plpgsql volatile
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  ids bigint[];
+  scores float8[];
+begin
+  select array_agg(r.chunk_id order by r.ord), array_agg(r.score order by r.ord) into ids, scores
+  from recall._session_recall_v6(agent_id => lab_sturns.agent_id, query_text => lab_sturns.query_text,
+                                 query_embedding => lab_sturns.query_embedding, k => lab_sturns.k,
+                                 n_sessions => lab_sturns.n_sessions, as_of => lab_sturns.as_of)
+       with ordinality as r(chunk_id, session_id, kind, content, created_at, score, similarity,
+                            text_rank, recency, importance, n_tokens, cumulative_tokens, metadata,
+                            message_ids, session_rank, session_score, memory_id, agent_id,
+                            session_title, role, memory_kind, ord);
+  return query
+  select coalesce(c.session_id, ''), coalesce(f.message_ids, c.message_ids), f.n_tokens,
+         coalesce(f.content, c.content)
+  from recall._fill_v7(lab_sturns.agent_id, ids, scores, token_budget, query_text, w) f
+  join recall.chunks c on c.agent_id = lab_sturns.agent_id and c.chunk_id = f.chunk_id
+  order by f.pos;
+end $$;
