@@ -38,16 +38,23 @@ UPGRADE: dict[str, object] = {}
 
 
 def previous_release_sql(dest: Path) -> tuple[str, Path] | None:
-    """(commit, its sql/) of the release before the newest: the commits that added a
-    sql/released/vN.sql, the second newest (so that the upgrade spans at least the newest
-    release's migrations and files, and whatever is in development). None without git or the
-    repository's history (a shallow clone, an unpacked wheel)."""
+    """(commit, its sql/) of the release before the newest: of the commits that added a
+    sql/released/vN.sql, the newest but one (so that the upgrade spans at least the newest
+    release's migrations and files, and whatever is in development) whose migrations and released
+    files are this checkout's where both have them: a migration still changed after the commit
+    that released a version (011-message-tokens after v7's, in the same stop) was never installed
+    anywhere in that form, and migrate rightly refuses a changed migration. None without git or
+    the repository's history (a shallow clone, an unpacked wheel)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=True,
+                              text=True).stdout
+
     try:
-        revs = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-                               "sql/released/v*.sql"], capture_output=True, check=True, text=True).stdout.split()
+        revs = git("log", "--diff-filter=A", "--format=%H", "--", "sql/released/v*.sql").split()
         if not revs:
             return None
-        rev = revs[1] if len(revs) > 1 else revs[0]
+        rev = next((r for r in revs[1:] if not git("diff", "--name-only", "--diff-filter=M", r, "--",
+                                                  "sql/incremental", "sql/released").strip()), revs[0])
         tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sql"], capture_output=True,
                              check=True).stdout
     except (OSError, subprocess.CalledProcessError):
