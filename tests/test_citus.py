@@ -526,6 +526,8 @@ CALLS = {
                              "token_budget => 40, as_of => %s)"),
     "session_recall_trimmed": ("select * from recall.session_recall(%s, 'refund webhook fails', %s, k => 5, "
                                "token_budget => 7, as_of => %s)"),
+    "hybrid_recall_trimmed": ("select * from recall.hybrid_recall(%s, 'refund webhook fails', %s, k => 5, "
+                              "token_budget => 7, as_of => %s)"),
 }
 
 
@@ -550,8 +552,8 @@ def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, n
 def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
     """hybrid_recall (v7) with a budget: chat messages chunked, embedded and counted by the
     worker, the budget filled turn by turn on the agent's worker, as on one node (ids aside:
-    each server numbers its own messages); session_recall (v8) merges the overlapping windows
-    into passages paid the turns' counts, as on one node."""
+    each server numbers its own messages); so does session_recall (v9: the same fill of its own
+    rows, given session by session), and v8's merged passages, paid the turns' counts."""
     _, nodes = cluster
     tag = uuid.uuid4().hex[:6]
     agents = [a for v in agents_on_each_worker(coord, nodes, f"tf{tag}").values() for a in v]
@@ -576,20 +578,21 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
         single = conn.execute(call, [agent, query, AS_OF]).fetchall()
         assert single and single[-1][3] <= 30 and any("\n\n" in r[1] for r in single), single
         assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
-    call = ("select session_id, content, n_tokens, cumulative_tokens, metadata ? 'merged_chunk_ids' "
-            "from recall.session_recall(%s, 'refund webhook fails', %s, k => 10, token_budget => 100, "
-            "as_of => %s)")
-    for agent in agents:
-        single = conn.execute(call, [agent, query, AS_OF]).fetchall()
-        assert single and single[-1][3] <= 100 and any(r[4] for r in single), single
-        assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
+    for fn in ("session_recall", "session_recall_v8"):
+        call = ("select session_id, content, n_tokens, cumulative_tokens, metadata ? 'merged_chunk_ids' "
+                f"from recall.{fn}(%s, 'refund webhook fails', %s, k => 10, token_budget => 100, "
+                "as_of => %s)")
+        for agent in agents:
+            single = conn.execute(call, [agent, query, AS_OF]).fetchall()
+            assert single and single[-1][3] <= 100 and any(r[4] for r in single), (fn, single)
+            assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single, fn
 
 
 # released versions called by name: v1-v3 run on a cluster with the plan settings
-# recall._distribute_code gives them, v6, v7 and v8 as they are; v4, v5 and auto_context v1-v4 do
+# recall._distribute_code gives them, v6-v9 as they are; v4, v5 and auto_context v1-v4 do
 # not (docs/SCALING.md)
 RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
-            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7)), ("session_recall", (1, 2, 3, 6, 8)))
+            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9)), ("session_recall", (1, 2, 3, 6, 8, 9)))
             for v in versions}
 
 

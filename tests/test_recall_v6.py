@@ -116,16 +116,16 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                         assert call(conn, "hybrid_recall_v6", **args) == call(conn, "hybrid_recall_v5", **args)
                         v6 = call(conn, "session_recall_v6", **sargs)
                         assert v6 == call(conn, "session_recall_v5", **sargs)
-                        # the stable session_recall calls v8 (v6's rows without a budget; its
-                        # passages paid the turns' counts with one), for every caller alike
-                        v8 = call(conn, "session_recall_v8", **sargs)
-                        assert call(conn, "session_recall", **sargs) == v8
+                        # the stable session_recall calls v9 (v6's rows without a budget; the
+                        # turn fill with one), for every caller alike; so does v8 (v6's fill)
+                        v9 = call(conn, "session_recall_v9", **sargs)
+                        assert call(conn, "session_recall", **sargs) == v9
                         if sargs.get("token_budget") is None:
-                            assert v8 == v6
-                        # the stable name calls v7 (v6's rows without a budget; its own fill
-                        # with one), for every caller as for the owner
+                            assert v9 == v6 == call(conn, "session_recall_v8", **sargs)
+                        # the stable name calls v9 (v7's rows on one node: v6's without a
+                        # budget, its turn fill with one), for every caller as for the owner
                         v7 = call(conn, "hybrid_recall_v7", **args)
-                        assert call(conn, "hybrid_recall", **args) == v7
+                        assert call(conn, "hybrid_recall", **args) == v7 == call(conn, "hybrid_recall_v9", **args)
                         if args.get("token_budget") is None:
                             assert v7 == call(conn, "hybrid_recall_v6", **args)
                     seen += len(v6)

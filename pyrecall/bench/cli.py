@@ -118,7 +118,8 @@ def bench():
                    "session_recall (the stable names), or a version: hybrid_recall_v4, "
                    "hybrid_recall_v5, hybrid_recall_v6, hybrid_recall_v7 (the budget filled turn "
                    "by turn), session_recall_v4, session_recall_v5, session_recall_v6, "
-                   "session_recall_v8 (passages paid the model's counts).")
+                   "session_recall_v8 (passages paid the model's counts), hybrid_recall_v9 and "
+                   "session_recall_v9 (the budget filled turn by turn).")
 @click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
               help="Embedding model of the chunks and questions (not the configured one: "
                    "figures stay comparable between runs), e.g. local/all-MiniLM-L6-v2-int8.")
@@ -145,7 +146,7 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversati
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --one-agent
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --budgets 250,1000
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \\
-        --methods hybrid_recall_v7,session_recall_v6,session_recall_v8
+        --methods session_recall_v6,session_recall_v8,session_recall_v9
       pyrecall bench locomo --data ../shared/data/locomo/locomo-dev.json --no-baselines \
         --methods hybrid_recall,session_recall --model local/all-MiniLM-L6-v2-int8
     """
