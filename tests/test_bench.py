@@ -301,8 +301,8 @@ def test_bench_locomo_bad_budgets_are_usage_errors(value, message):
 
 def test_bench_locomo_unknown_method_is_a_usage_error():
     result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(SAMPLE),
-                                       "--methods", "hybrid_recall,hybrid_recall_v9"])
-    assert result.exit_code == 2 and "unknown method hybrid_recall_v9; choose from" in result.output
+                                       "--methods", "hybrid_recall,hybrid_recall_v99"])
+    assert result.exit_code == 2 and "unknown method hybrid_recall_v99; choose from" in result.output
 
 
 def _bench_locomo(server_url: str, data: Path, *extra: str) -> dict:
