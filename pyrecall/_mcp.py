@@ -170,7 +170,10 @@ class Pool:
 
 
 class _Client(Recall):
-    """The Python client on a pooled connection (its methods, not its connection handling)."""
+    """The Python client on a pooled connection (its methods, not its connection handling).
+    No warm-up by keywords before a recall: the pool's connections serve call after call."""
+
+    _warmed = True
 
     def __init__(self, conn: psycopg.Connection, embedder: Embedder):  # noqa: D107
         self.dsn = None

@@ -8,6 +8,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -477,6 +478,8 @@ class Recall:
     ...     print(m.score, m.content)
     """
 
+    _warmed = False  # the first recall warms the server process (see _warm_backend)
+
     def __init__(self, dsn: str | None = None, *, model: str | None = None,
                  embedder: Embedder | None = None, migrate: bool = True):
         self.dsn = _db.resolve_dsn(dsn)
@@ -666,20 +669,26 @@ class Recall:
         _worker.change_dimension(self.conn, dim)
 
     # -- recall
-    def _query_embedding(self, query: str | None, agent_id: str):
+    def _query_embedding(self, query: str | None, agent_id: str, warm: tuple[str, dict] | None = None):
         """The query's vector, or None with the reason when the provider cannot give one or
-        its model is not the one of the agent's stored vectors."""
+        its model is not the one of the agent's stored vectors. ``warm``: the recall
+        (function, args) the vector is for, run once by keywords while it is embedded
+        (see _warm_backend)."""
         if not query or not query.strip():
             return None, None
         note = _model_note(_stored_model(self.conn, _text(agent_id)), self._model)
         if note:
             log.warning("%s", note)
             return None, note
+        warming = self._warm_backend(*warm) if warm else None
         try:
             vector = _usable(self.embedder.embed([_text(query)])[0])
         except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
+        finally:
+            if warming is not None:
+                warming.join()
         if vector is None:
             log.warning("query embedding unusable (NaN, infinity or all zeros), recalling by keywords only")
             return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
@@ -694,10 +703,33 @@ class Recall:
         Options: min_similarity, vector_weight, text_weight, recency_weight,
         importance_weight, half_life (days or timedelta), candidates, as_of, dedup_similarity.
         """
-        embedding, note = self._query_embedding(query, agent_id)
-        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+        args = _args(agent_id, query, None, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
+        embedding, note = self._query_embedding(query, agent_id, ("hybrid_recall", args))
+        args["query_embedding"] = embedding
         return self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    def _warm_backend(self, function: str, args: dict):
+        """The first recall on this connection: run it by keywords (rolled back, its rows
+        dropped) in a thread while the query is embedded. A new server process reads the
+        tables' and functions' definitions and plans the statements at its first recall
+        (~25 ms of a one-shot `pyrecall recall`, bench/LOG.md 2026-11-27, fifth session); here
+        it does so while the model loads. The thread's errors are ignored: the recall itself
+        reports them."""
+        if self._warmed:
+            return None
+        self._warmed = True
+
+        def run():
+            try:
+                with self.conn.transaction(force_rollback=True):
+                    self.conn.execute(_call(function, args), args).fetchall()
+            except Exception:  # noqa: BLE001 - the recall that follows reports its own errors
+                pass
+
+        thread = threading.Thread(target=run, name="pyrecall-warm", daemon=True)
+        thread.start()
+        return thread
 
     def _logged(self, function: str, args: dict, agent_id: str, query: str | None, embedding,
                 note: str | None) -> RecallResult:
@@ -730,12 +762,13 @@ class Recall:
         then the best chunks inside them. (``sessions=`` is the former name of ``n_sessions``.)"""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         options = _session_options(options)
-        embedding, note = self._query_embedding(query, agent_id)
-        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+        args = _args(agent_id, query, None, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
         if n_sessions is not None:
             args["n_sessions"] = n_sessions
         args.update(options)
+        embedding, note = self._query_embedding(query, agent_id, ("session_recall", args))
+        args["query_embedding"] = embedding
         return self._logged("session_recall", args, agent_id, query, embedding, note)
 
     def auto_context(self, agent_id: str, *, project: str | None = None, branch: str | None = None,
@@ -746,9 +779,10 @@ class Recall:
         relates to ``task_text`` (in the project; agent-wide with ``all_projects``), failures to
         avoid. (``task=`` is the former name of ``task_text``.)"""
         task = _renamed("task_text", task_text, "task", task)
-        embedding, note = self._query_embedding(task, agent_id)
-        args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
+        args = _auto_args(agent_id, project, branch, task, None, token_budget,
                           exclude_session_id, all_projects, as_of)
+        embedding, note = self._query_embedding(task, agent_id, ("auto_context", args))
+        args["task_embedding"] = embedding
         return self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories

@@ -2,6 +2,7 @@
 
 import asyncio
 import socket
+import time
 from datetime import UTC, datetime
 
 import psycopg
@@ -253,3 +254,60 @@ def test_parameters_named_as_in_sql_and_their_former_names(client):
         client.auto_context("aria", task_text="a", task="b")
     with pytest.raises(ConfigError, match="unknown session_recall option.s.: weight"):
         client.session_recall("aria", "x", weight=1)
+
+
+class WatchingEmbedder(FakeEmbedder):
+    """FakeEmbedder's vectors; while it embeds a query it watches, from a connection of its
+    own, what the client's server process runs, until that process has rolled a statement back
+    (the client's warm-up) or ``wait`` seconds have passed."""
+
+    def __init__(self, url: str, pid: int, wait: float):
+        super().__init__()
+        self.url, self.pid, self.wait, self.saw = url, pid, wait, []
+
+    def embed(self, texts):
+        with psycopg.connect(self.url, autocommit=True) as watch:
+            deadline = time.monotonic() + self.wait
+            while time.monotonic() < deadline and "ROLLBACK" not in self.saw:
+                self.saw.append(watch.execute("select query from pg_stat_activity where pid = %s",
+                                              [self.pid]).fetchone()[0])
+                time.sleep(0.002)
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("call", ["recall", "session_recall", "auto_context"])
+def test_first_recall_warms_the_server_process_while_the_query_is_embedded(client, db_url, call):
+    """A new server process reads the tables' and functions' definitions and plans at its first
+    recall (~25 ms of a one-shot `pyrecall recall`): the client's first recall runs the same
+    call by keywords, rolled back, while the query is embedded. Once per client; the same rows."""
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        r.embed_pending()  # the agent's vectors are the watcher's model's
+        watcher = WatchingEmbedder(db_url, r.conn.info.backend_pid, wait=10)
+        r._embedder = watcher
+
+        def run():
+            if call == "auto_context":
+                return r.auto_context("aria", task_text="docker compose nginx", token_budget=500)
+            return getattr(r, call)("aria", "docker compose nginx", token_budget=500)
+
+        first = run()
+        assert watcher.saw[-1] == "ROLLBACK"  # the warm-up ran to its end while embedding
+        watcher.saw, watcher.wait = [], 0.3
+        second = run()
+        assert "ROLLBACK" not in watcher.saw and watcher.saw  # no second warm-up
+        assert first.source == second.source == "hybrid"
+        assert [(m.chunk_id, m.content, m.n_tokens) for m in first] == \
+               [(m.chunk_id, m.content, m.n_tokens) for m in second]
+        assert r.conn.execute("select count(*) from recall.sessions").fetchone()[0] == 3
+
+
+def test_a_failed_warm_up_leaves_the_callers_transaction_going(client, db_url):
+    with Recall(db_url, embedder=FakeEmbedder()) as r, r.conn.transaction():
+        r.add_session("mine", "aria")
+        r._warm_backend("hybrid_recall", {"agent_id": "aria", "query_text": "docker",
+                                          "query_embedding": None, "k": -1}).join()  # refused
+        assert r.conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert r._warm_backend("hybrid_recall", {}) is None  # once per client
+        assert r.recall("aria", "docker compose nginx").source == "hybrid"
+        assert r.conn.execute("select count(*) from recall.sessions where session_id = 'mine'"
+                              ).fetchone()[0] == 1

@@ -22,6 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyrecall._embed import (
+    DEFAULT_LOCAL_NAME,
+    QUICK_QUERIES,
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxMiniLM,
@@ -135,6 +137,33 @@ def test_onnx_vectors_equal_sentence_transformers():
     # in a batch or alone (another padding length): the same vector
     alone = np.asarray(onnx.embed([SAME_VECTOR_TEXTS[3]]))[0]
     assert float(alone @ a[3]) >= 0.99999
+
+
+def test_queries_run_on_a_quick_session_then_on_a_prepacked_one():
+    """A process's first queries run on a session that loads without prepacking the weights
+    (a one-shot `pyrecall recall` embeds one query: 37 ms less); after QUICK_QUERIES a
+    long-running process changes to a prepacked session for good. Both give
+    sentence-transformers' vectors."""
+    model = OnnxMiniLM(_bundled_dir(DEFAULT_LOCAL_NAME))
+    torch = np.asarray(LocalEmbedder(backend="torch").embed(SAME_VECTOR_TEXTS))
+
+    def prepacked() -> bool:
+        options = model._query_session[0].get_session_options()
+        try:
+            return options.get_session_config_entry("session.disable_prepacking") != "1"
+        except RuntimeError:  # not set: ONNX Runtime's default, prepacked
+            return True
+
+    quick = np.concatenate([model.encode([t], 64) for t in SAME_VECTOR_TEXTS])
+    assert not prepacked() and model._queries == len(SAME_VECTOR_TEXTS) <= QUICK_QUERIES
+    while model._queries < QUICK_QUERIES:
+        model.encode(["another query"], 64)
+        assert not prepacked()
+    packed = np.concatenate([model.encode([t], 64) for t in SAME_VECTOR_TEXTS])
+    assert prepacked()
+    for vectors in (quick, packed):
+        assert ((vectors * torch).sum(axis=1)).min() >= 0.9999
+    assert np.abs(quick - packed).max() < 1e-5
 
 
 def test_onnx_bulk_batches_run_side_by_side_with_the_vectors_of_one_at_a_time():

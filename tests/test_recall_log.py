@@ -100,7 +100,8 @@ def test_switching_off_stops_it(chat, db_url):
 
 def test_the_switch_is_read_at_most_every_few_seconds(chat, db_url, monkeypatch):
     """Statements a recall sends: the recall itself, the switch and the agent's stored model
-    (recall.embedding_model) when they are due, and one INSERT when the log is on."""
+    (recall.embedding_model) when they are due, one INSERT when the log is on, and the client's
+    first recall by keywords while its query is embedded (Recall._warm_backend)."""
     monkeypatch.setattr(client_module, "LOG_CHECK_SECONDS", 3600.0)
     with Recall(db_url, embedder=NoEmbedder(), migrate=False) as r:
         sent = []
@@ -115,7 +116,8 @@ def test_the_switch_is_read_at_most_every_few_seconds(chat, db_url, monkeypatch)
         assert sum("recall.config" in s for s in sent) == 1
         assert sum("recall.embedding_model" in s for s in sent) == 1
         assert not any("log_recall" in s for s in sent)     # off: no INSERT at all
-        assert len(sent) == 4
+        assert sum("hybrid_recall" in s for s in sent) == 3  # the warm-up, then the two recalls
+        assert len(sent) == 5
 
 
 def test_agent_roles_log_their_own_agent_only(chat, db_url):
