@@ -466,6 +466,11 @@ def _log_failed(exc: Exception) -> None:
     log.warning("recall log: row not written (%s)", one_line(exc))
 
 
+# the first recall's warm-up asks for this word (see Recall._warm_backend): one lexeme no text
+# holds, so that the text arm finds nothing at once
+WARM_UP_TEXT = "zzpyrecallwarmupzz"
+
+
 class Recall:
     """Memory across sessions, for one database.
 
@@ -710,15 +715,17 @@ class Recall:
         return self._logged("hybrid_recall", args, agent_id, query, embedding, note)
 
     def _warm_backend(self, function: str, args: dict):
-        """The first recall on this connection: run it by keywords (rolled back, its rows
-        dropped) in a thread while the query is embedded. A new server process reads the
-        tables' and functions' definitions and plans the statements at its first recall
-        (~25 ms of a one-shot `pyrecall recall`, bench/LOG.md 2026-11-27, fifth session); here
-        it does so while the model loads. The thread's errors are ignored: the recall itself
-        reports them."""
+        """The first recall on this connection: run it in a thread while the query is
+        embedded, without a vector and for a word found nowhere (WARM_UP_TEXT: the same
+        statements on no rows, ~30 ms however large the agent), rolled back. A new server
+        process reads the tables' and functions' definitions and plans the statements at its
+        first recall (~25 ms of a one-shot `pyrecall recall`, bench/LOG.md 2026-11-27, fifth
+        session); here it does so while the model loads. The thread's errors are ignored: the
+        recall itself reports them."""
         if self._warmed:
             return None
         self._warmed = True
+        args = {**args, **{key: WARM_UP_TEXT for key in ("query_text", "task_text") if key in args}}
 
         def run():
             try:

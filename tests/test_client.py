@@ -311,3 +311,22 @@ def test_a_failed_warm_up_leaves_the_callers_transaction_going(client, db_url):
         assert r.recall("aria", "docker compose nginx").source == "hybrid"
         assert r.conn.execute("select count(*) from recall.sessions where session_id = 'mine'"
                               ).fetchone()[0] == 1
+
+
+def test_the_warm_up_asks_for_a_word_found_nowhere(client, db_url):
+    """The warm-up runs the recall's own statements on no rows: its cost does not grow with the
+    agent (a keyword recall of the question itself would rank every match once more)."""
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        sent, real = [], r.conn.execute
+
+        def spy(query, params=None, **kw):
+            sent.append((query, params))
+            return real(query, params, **kw)
+        r.conn.execute = spy
+        assert r.auto_context("aria", task_text="docker compose nginx").source == "hybrid"
+    warm = [(q, p) for q, p in sent if isinstance(p, dict) and p.get("task_text") == client_module.WARM_UP_TEXT]
+    assert len(warm) == 1 and warm[0][1]["task_embedding"] is None
+    for function in ("hybrid_recall", "session_recall"):
+        args = {"agent_id": "aria", "query_text": client_module.WARM_UP_TEXT, "query_embedding": None}
+        assert client.conn.execute(client_module._call(function, args), args).fetchall() == []
+    assert client.recall("aria", "docker").memories  # (where a real word finds chunks)
