@@ -9,9 +9,11 @@ OLD=$1; N=${2:-9}; HERE=$(git rev-parse --show-toplevel); PY=$HERE/.venv/bin/pyt
 WT=$(mktemp -d)/old; git worktree add -q "$WT" "$OLD"; trap 'git worktree remove --force "$WT"' EXIT
 $PY -m compileall -q "$WT/pyrecall" "$HERE/pyrecall" > /dev/null
 export HF_HUB_OFFLINE=1
-PYRECALL_DSN=$(PYRECALL_DATA_DIR=${PYRECALL_DATA_DIR:-$HERE/.pyrecall} $HERE/.venv/bin/pyrecall db url 2>/dev/null)
+# the embedded server's database, unless PYRECALL_DSN names one (and PYRECALL_AGENT, Q another
+# agent and question: e.g. a `bench latency --keep` database of 100k chunks)
+PYRECALL_DSN=${PYRECALL_DSN:-$(PYRECALL_DATA_DIR=${PYRECALL_DATA_DIR:-$HERE/.pyrecall} $HERE/.venv/bin/pyrecall db url 2>/dev/null)}
 export PYRECALL_DSN
-Q="why did the billing migration fail with a duplicate key?"
+Q=${Q:-"why did the billing migration fail with a duplicate key?"}
 HOOK='{"cwd": "/home/dev/acme-api", "session_id": "new-session"}'
 T=$(mktemp)
 one() {  # tree what -> "wall cpu" seconds (cpu: user + system of the process)
