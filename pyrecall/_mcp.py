@@ -171,7 +171,8 @@ class Pool:
 
 class _Client(Recall):
     """The Python client on a pooled connection (its methods, not its connection handling).
-    No warm-up by keywords before a recall: the pool's connections serve call after call."""
+    No warm-up before the first recall (Recall._warm_backend): the pool's connections serve
+    call after call."""
 
     _warmed = True
 

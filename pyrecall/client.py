@@ -677,8 +677,8 @@ class Recall:
     def _query_embedding(self, query: str | None, agent_id: str, warm: tuple[str, dict] | None = None):
         """The query's vector, or None with the reason when the provider cannot give one or
         its model is not the one of the agent's stored vectors. ``warm``: the recall
-        (function, args) the vector is for, run once by keywords while it is embedded
-        (see _warm_backend)."""
+        (function, args) the vector is for, whose statements the server prepares while the
+        vector is made, once per client (see _warm_backend)."""
         if not query or not query.strip():
             return None, None
         note = _model_note(_stored_model(self.conn, _text(agent_id)), self._model)
