@@ -138,7 +138,9 @@ def _stderr_console():
 
 
 def _progress_bar(console):
-    """A progress bar on stderr that disappears when done (shown on a terminal only)."""
+    """A progress bar on stderr that disappears when done (shown on a terminal only). Its
+    description (a file's path) is text, not rich markup: "[/old]" in a path stopped an import
+    with a traceback on a terminal."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -147,7 +149,7 @@ def _progress_bar(console):
         TimeRemainingColumn,
     )
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                     TimeRemainingColumn(), console=console, transient=True)
 
 
@@ -1098,6 +1100,7 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
         return
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from ._render import _short_project, short_ids, span_text
 
@@ -1131,7 +1134,9 @@ def sessions(agent, project, since, source_agent, limit, as_json, dsn):
         if s["session_id"].startswith("memories:") and not s["messages"]:
             # the agent's curated memories (chunks with no message): no turns to count
             cells.update(title=f"{s['chunks']} curated memories", span="-", turns="-", msgs="-")
-        table.add_row(*[cells[c] for c in keep])
+        # Text, not markup: a title such as "[/INST] ..." (an LLM transcript's) is shown as
+        # written, where rich's markup parser stopped with a traceback
+        table.add_row(*[Text(cells[c]) for c in keep])
     console.print(table)
 
 

@@ -4,6 +4,7 @@ every mistake (exit status 1 or 2, never a traceback)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -117,6 +118,17 @@ def test_recall_context_markdown_and_table(shop):
     assert table.exit_code == 0
     assert "source=hybrid · 2 memories" in table.stdout
     assert "alembic" in table.stdout
+
+
+def test_table_shows_memories_as_written(run):
+    """Square brackets and :emoji: codes in a memory are text, not rich markup or emoji."""
+    note = "Deploy with [bold]make ship[/bold] :rocket: then tail [/var/log/app.log]"
+    assert run("remember", note).exit_code == 0
+    table = run("recall", "deploy make ship")
+    assert table.exit_code == 0, table.output
+    flat = " ".join(table.stdout.replace("│", " ").split())
+    assert "[bold]make ship[/bold] :rocket: then tail [/var/log/app.log]" in flat, table.stdout
+    assert "🚀" not in table.stdout
 
 
 def test_recall_nothing_found(shop):
@@ -723,6 +735,29 @@ def test_import_of_nothing_importable_fails(run, tmp_path):
     (junk / "shop.jsonl").write_bytes(SHOP[0].read_bytes())
     out = run("import", junk, "--full")
     assert out.exit_code == 0 and "the rest was imported" in out.stdout and not out.stderr
+
+
+def test_titles_and_paths_with_brackets_are_text(run, db_url):
+    """An LLM transcript's "[/INST]" in a session title, "[/old]" in a file's path: shown as
+    written (rich's markup parser stopped `sessions` and an import's progress bar with a
+    traceback)."""
+    from rich.console import Console
+
+    from pyrecall.client import Recall
+
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        r.add_session("s-inst", "claude-code", title="[/INST] fix [WIP] auth :rocket:")
+        r.add_messages("s-inst", [{"role": "user", "content": "fix the auth"}])
+    out = run("sessions", env={"COLUMNS": "120"})
+    assert out.exit_code == 0, out.output
+    assert "[/INST] fix [WIP] auth :rocket:" in out.stdout
+
+    shown = io.StringIO()
+    with cli_module._progress_bar(Console(file=shown, force_terminal=True, width=100)) as bar:
+        task = bar.add_task("reading", total=2)
+        bar.update(task, advance=1, description="projects[/old]/a.jsonl")
+        bar.refresh()
+    assert "projects[/old]/a.jsonl" in shown.getvalue()
 
 
 def test_sessions_shows_the_memories_session_as_such(run):
