@@ -3,6 +3,9 @@
 # alternating runs against the same running embedded server (issue 18, 2026-11-27 third session).
 #   bench/results/2026-11-27/cold_before_after.sh 67217e5 9
 # Both trees byte-compiled first (PYTHONDONTWRITEBYTECODE would make each run compile pyrecall).
+# FLAWED (found in the fifth session): `python -c` puts the current folder first on sys.path, so
+# run from the checkout "before" imported this tree's modules too (only main() vs run() differed).
+# Kept as the record of the third session's figures; use cold_ab.sh (python -P) instead.
 # Two paths: the embedded server found by the data directory (no PYRECALL_DSN: a newcomer's
 # path), and PYRECALL_DSN set. Prints every run's wall seconds and the medians.
 set -e
