@@ -589,10 +589,11 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
 
 
 # released versions called by name: v1-v3 run on a cluster with the plan settings
-# recall._distribute_code gives them, v6-v9 as they are; v4, v5 and auto_context v1-v4 do
+# recall._distribute_code gives them, v6-v10 as they are; v4, v5 and auto_context v1-v4 do
 # not (docs/SCALING.md)
 RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
-            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9)), ("session_recall", (1, 2, 3, 6, 8, 9)))
+            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9, 10)),
+                                 ("session_recall", (1, 2, 3, 6, 8, 9, 10)))
             for v in versions}
 
 
