@@ -250,6 +250,8 @@ def test_definer_functions_are_pinned_and_not_for_public(world_url):
             order by 1""").fetchall()
     assert [r[0] for r in rows] == [
         "recall._check_reader_v6(text)",
+        "recall._recall_arms_v10(text,text,vector,integer,text,jsonb[],text[],timestamp with time zone,"
+        "timestamp with time zone,timestamp with time zone,text)",
         "recall._recall_arms_v6(text,text,vector,integer,text,jsonb[],text[],timestamp with time zone,"
         "timestamp with time zone,timestamp with time zone,text)"]
     for sig, config, public_exec, agent, admin in rows:

@@ -40,6 +40,8 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
 # v6's search runs as the owner, after checking the caller as the policies would
 # (sql/released/v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
 DEFINER = ["recall._check_reader_v6(text)",
+           "recall._recall_arms_v10(text,text,vector,integer,text,jsonb[],text[],"
+           "timestamp with time zone,timestamp with time zone,timestamp with time zone,text)",
            "recall._recall_arms_v6(text,text,vector,integer,text,jsonb[],text[],"
            "timestamp with time zone,timestamp with time zone,timestamp with time zone,text)"]
 ROW_TABLES = {"sessions", "messages", "chunks", "source_files", "recall_log"}

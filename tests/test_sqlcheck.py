@@ -115,22 +115,23 @@ def test_released_files_are_pinned_whole(sql_copy):
 
 
 def test_a_released_function_may_not_reach_current_code(sql_copy):
-    """v9 calls a helper of sql/idempotent that is on no list: its behaviour could change under it."""
+    """A release (v99, after the real ones, which stay as they are) calls a helper of sql/idempotent
+    that is on no list: its behaviour could change under it."""
     (sql_copy / "idempotent" / "049-helper.sql").write_text(
         "create or replace function recall._helper(x int) returns int language sql as 'select x';\n")
-    (sql_copy / "released" / "v9.sql").write_text(
-        "create or replace function recall.thing_v9(x int) returns int language sql\n"
+    (sql_copy / "released" / "v99.sql").write_text(
+        "create or replace function recall.thing_v99(x int) returns int language sql\n"
         "as $$ select recall._finish_like(x) + recall._helper(x) -- recall._ignored(x) in a comment\n$$;\n"
         "create or replace function recall._finish_like(x int) returns int language sql\n"
         "as $$ select recall._similarity(null, null)::int + recall._vector_arm_missing(x) $$;\n")
     problems = [p for p in _sqlcheck.check_call_chains(sql_copy)]
     assert sorted(problems) == sorted([
-        f"{sql_copy}/released/v9.sql: recall.thing_v9 reaches recall._helper (from recall.thing_v9), which is "
+        f"{sql_copy}/released/v99.sql: recall.thing_v99 reaches recall._helper (from recall.thing_v99), which is "
         "neither in this release, an older one, shared.sql nor sql/released/shared.txt",
-        f"{sql_copy}/released/v9.sql: recall.thing_v9 reaches recall._vector_arm_missing (from "
+        f"{sql_copy}/released/v99.sql: recall.thing_v99 reaches recall._vector_arm_missing (from "
         "recall._finish_like), which is neither in this release, an older one, shared.sql nor "
         "sql/released/shared.txt",
-        f"{sql_copy}/released/v9.sql: recall._finish_like reaches recall._vector_arm_missing (from "
+        f"{sql_copy}/released/v99.sql: recall._finish_like reaches recall._vector_arm_missing (from "
         "recall._finish_like), which is neither in this release, an older one, shared.sql nor "
         "sql/released/shared.txt",
     ])

@@ -231,13 +231,18 @@ revoke execute on function recall.bind_agent(text, text), recall.unbind_agent(te
   recall.restrict_statistics(boolean) from public, recall_agent, recall_admin;
 
 -- v6's search runs as the owner (sql/released/v6.sql): its two SECURITY DEFINER
--- functions are for the roles that call the recall functions, not for PUBLIC (a role outside
--- both cannot reach schema recall anyway; this keeps it so if it is ever given USAGE)
+-- functions, and v10's search (recall._recall_arms_v10), are for the roles that call the recall
+-- functions, not for PUBLIC (a role outside both cannot reach schema recall anyway; this keeps
+-- it so if it is ever given USAGE)
 revoke execute on function recall._check_reader_v6(text),
   recall._recall_arms_v6(text, text, vector, int, text, jsonb[], text[], timestamptz, timestamptz,
-                         timestamptz, text)
+                         timestamptz, text),
+  recall._recall_arms_v10(text, text, vector, int, text, jsonb[], text[], timestamptz, timestamptz,
+                          timestamptz, text)
   from public;
 grant execute on function recall._check_reader_v6(text),
   recall._recall_arms_v6(text, text, vector, int, text, jsonb[], text[], timestamptz, timestamptz,
-                         timestamptz, text)
+                         timestamptz, text),
+  recall._recall_arms_v10(text, text, vector, int, text, jsonb[], text[], timestamptz, timestamptz,
+                          timestamptz, text)
   to recall_agent, recall_admin;

@@ -21,7 +21,8 @@
 -- _session_recall_v10 <- session_recall_v10, auto_context_v10): a released function cannot be
 -- changed, so a new plan needs new callers. The text arm itself (recall._text_arm_v6), the
 -- fills (recall._fill_v9, whose turn values still weigh every word of the query) and the
--- security model are v6's and v9's. Called from another role's SECURITY DEFINER function,
+-- security model are v6's and v9's (recall._recall_arms_v10 is SECURITY DEFINER as v6's, its
+-- EXECUTE granted in sql/idempotent/090-security.sql). Called from another role's SECURITY DEFINER function,
 -- _hybrid_recall_v10 takes v4's path (recall._hybrid_recall_v4, v3's plan: every word) as v6 does.
 
 -- _text_plan_v10: recall._text_plan_v6 keeping the max_words rarest words (see above)
@@ -486,6 +487,18 @@ begin
     on c.chunk_id = f.chunk_id
   join unnest(pool_rows) as x on x.chunk_id = f.chunk_id
   order by f.pos;
+end
+$$;
+
+-- On a Citus cluster (the extension is there: docs/SCALING.md) the search and the read of its
+-- candidates are planned per call, as v6's are (sql/released/v6.sql says why). One node keeps
+-- the generic plans.
+do $$
+begin
+  if exists (select from pg_extension where extname = 'citus') then
+    alter function recall._recall_arms_v10 set plan_cache_mode to auto;
+    alter function recall._hybrid_recall_v10 set plan_cache_mode to auto;
+  end if;
 end
 $$;
 
