@@ -766,7 +766,7 @@ begin
 
   -- Related's search, in a statement of its own (on a Citus cluster the statement below runs on
   -- the agent's shard, where a call of another recall function that queries the tables cannot
-  -- be nested): hybrid recall v6 (v4's rows) for the task, or for the latest work
+  -- be nested): hybrid recall v10's search (v6's with v10's text plan) for the task, or for the latest work
   if related_query is not null or related_embedding is not null then
     select array_agg(h) into related_rows
     from recall._hybrid_recall_v10(
@@ -808,7 +808,7 @@ begin
     order by c.created_at desc, c.chunk_id desc
     limit 20
   ),
-  -- Related: hybrid recall v6 (v4's rows) for the task, or for the latest work (then from other sessions:
+  -- Related: hybrid recall v10's search for the task, or for the latest work (then from other sessions:
   -- the latest one is Recent already), in the project when one is given (with the memories
   -- of no project), agent-wide with all_projects. What the repository itself holds (files
   -- read, written or searched by a file tool) is left out, and other tool input/output counts
