@@ -63,6 +63,10 @@ def table(server_url, template_url):
         meta = {r[0]: r[1:] for r in conn.execute(
             "select chunk_id, created_at, session_id, metadata ->> 'project' from recall.chunks "
             "where agent_id = %s", [BIG])}
+        # the metadata stored as objects (a text in binary COPY once became a JSON string, and
+        # the metadata cases below compared empty answers)
+        assert 900 <= sum(p == "rare" for _, _, p in meta.values()) <= 1100          # 1%
+        assert 45_000 <= sum(p == "common" for _, _, p in meta.values()) <= 55_000   # half
     yield url, agents, vecs, sample, meta
     drop_database(server_url, url)
 
@@ -145,7 +149,12 @@ def _truth(vecs, meta, q, keep, n=10):
     ("window, narrow", {"since": "days:3"}, lambda cid, at, s, p, since: at >= since, "path exact (window"),
     ("exclude a session", {"exclude": f"{BIG}/s7"}, lambda cid, at, s, p, since: s != f"{BIG}/s7", "path ANN via"),
     ("metadata, half", {"filter": '{"project": "common"}'}, lambda cid, at, s, p, since: p == "common", "path ANN via"),
-    ("metadata, 1%", {"filter": '{"project": "rare"}'}, lambda cid, at, s, p, since: p == "rare", "path ANN via"),
+    ("metadata, 1%", {"filter": '{"project": "rare"}'}, lambda cid, at, s, p, since: p == "rare",
+     "rows pass the metadata conditions"),
+    ("metadata, none", {"filter": '{"project": "nobody"}'}, lambda cid, at, s, p, since: False,
+     "path exact (0 rows pass the metadata conditions)"),
+    ("metadata, 1% of a window", {"filter": '{"project": "rare"}', "since": "days:200"},
+     lambda cid, at, s, p, since: p == "rare" and at >= since, "rows pass the metadata conditions)"),
     ("kinds, all", {"kinds": ["message", "code"]}, lambda cid, at, s, p, since: True, "path ANN via"),
     ("kinds, none", {"kinds": ["code"]}, lambda cid, at, s, p, since: False, "exact instead"),
 ])
@@ -162,11 +171,72 @@ def test_filters_inside_the_search_on_the_largest_agent(table, conn, name, kw, k
         q = sample()
         truth = _truth(vecs, meta, q, lambda cid, at, s, p: keep(cid, at, s, p, since))
         got = arm(conn, BIG, q, **kw)
-        assert len(got) == len(truth)
+        assert len(got) == len(truth) == (0 if name.endswith(", none") else 10)
         recalls.append(len(set(got) & set(truth)) / len(truth) if truth else 1.0)
     _say(f"{BIG}, {name}: recall@10 {np.mean(recalls):.3f}")
     assert expected_path in path(conn, BIG, sample(), **kw)
     assert np.mean(recalls) >= 0.99
+
+
+def scoped(conn, agent, q, n=10, project=None, filters=None) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "select chunk_id from recall._vector_arm_scoped(%s, %s, %s, null, %s, null, null, null, null, %s)",
+        [agent, q, n, filters, project])]
+
+
+@pytest.mark.parametrize("project, filters, keep, expected_path", [
+    # auto_context's Related for a project: its chunks and the memories of no project (none here)
+    ("rare", None, lambda p: p == "rare", "rows pass the metadata conditions"),
+    ("nobody", None, lambda p: False, "path exact (0 rows pass the metadata conditions)"),
+    ("common", None, lambda p: p == "common", "path ANN via"),   # half the agent: no count, ANN
+    # a filter as its disjuncts (hybrid_recall v4's any of several values)
+    (None, ['{"project": "rare"}', '{"project": "nobody"}'], lambda p: p == "rare",
+     "rows pass the metadata conditions"),
+])
+def test_selective_metadata_ranked_exactly_over_the_rows_passing_it(table, conn, project, filters, keep,
+                                                                   expected_path):
+    """A project or filter that few of the agent's rows pass: those rows are found through the
+    GIN index on metadata and ranked exactly (no ANN scan reading max_scan_tuples tuples to find
+    few or none, then an exact scan of the whole agent); the answer is the exact top n."""
+    _, agents, vecs, sample, meta = table
+    for _ in range(10):
+        q = sample()
+        truth = _truth(vecs, meta, q, lambda cid, at, s, p: keep(p))
+        got = scoped(conn, BIG, q, project=project, filters=filters)
+        assert len(got) == len(truth)
+        if "rows pass" in expected_path:
+            assert set(got) == set(truth)
+    messages = []
+    handler = lambda d: messages.append(d.message_primary)  # noqa: E731
+    conn.add_notice_handler(handler)
+    conn.execute("set client_min_messages = debug1")
+    try:
+        scoped(conn, BIG, sample(), project=project, filters=filters)
+    finally:
+        conn.execute("reset client_min_messages")
+        conn.remove_notice_handler(handler)
+    assert expected_path in " | ".join(messages)
+
+
+def test_ann_short_of_n_with_a_metadata_condition_ranks_exactly(table, conn):
+    """An ANN scan that stops before n rows pass (n larger than max_scan_tuples lets through)
+    under a metadata condition half the agent passes: the exact top n instead, read with the
+    condition's values (the planner may use the GIN index)."""
+    _, agents, vecs, sample, meta = table
+    q = sample()
+    n = 30_000                      # 'common' holds 50,000; ef_search stops at 1000, 20,000 tuples
+    truth = _truth(vecs, meta, q, lambda cid, at, s, p: p == "common", n=n)
+    messages = []
+    handler = lambda d: messages.append(d.message_primary)  # noqa: E731
+    conn.add_notice_handler(handler)
+    conn.execute("set client_min_messages = debug1")
+    try:
+        got = scoped(conn, BIG, q, n=n, filters=['{"project": "common"}'])
+    finally:
+        conn.execute("reset client_min_messages")
+        conn.remove_notice_handler(handler)
+    assert "exact instead" in " | ".join(messages)
+    assert len(got) == n and len(set(got) & set(truth)) >= n - 2    # float rounding at the edge
 
 
 # ------------------------------------------------------------------ topic mixtures, per-size width
@@ -325,3 +395,4 @@ def test_far_queries_searched_again_wider(topics, tconn):
     tconn.execute("set hnsw.ef_search = 1000")        # searched that wide already: one pass
     assert "again" not in path(tconn, agent, far[0])
     tconn.execute("set hnsw.ef_search = 10")
+

@@ -280,6 +280,9 @@ def test_filter_on_the_ann_path(conn):
     """The ANN statement of _vector_arm_v4 (a whole-table index, an agent past
     exact_scan_max_rows) applies the filter and the validity of memories inside the search."""
     conn.execute("update recall.config set value = '20' where key = 'exact_scan_max_rows'")
+    # more than agent_index_min_rows pass the filter (20 of 200), else they are ranked exactly
+    # (test_filtered_ann.py: the selective metadata path)
+    conn.execute("update recall.config set value = '5' where key = 'agent_index_min_rows'")
     conn.execute("insert into recall.sessions (session_id, agent_id) values ('big', 'a1')")
     rng = np.random.default_rng(3)
     conn.execute("insert into recall.messages (session_id, role, content, metadata) "

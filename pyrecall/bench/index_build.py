@@ -110,7 +110,12 @@ def load(conn: psycopg.Connection, agents: np.ndarray, vecs: np.ndarray, *, sess
          seed: int = 0, tag: str = "", metadata: list[str] | None = None, n_words: int = 20) -> None:
     """Sessions (`session_size` chunks each, ids ``<agent>/<tag>s<n>``), then the chunks by
     binary COPY into recall.chunks, straight (the chunking triggers are off meanwhile);
-    `metadata`: one JSON text per chunk; `n_words`: words of text per chunk."""
+    `metadata`: one JSON text per chunk (an object, stored as one: a text given to a jsonb
+    column in binary COPY would be stored as a JSON string); `n_words`: words of text per chunk."""
+    import json
+
+    from psycopg.types.json import Jsonb
+
     rng = np.random.default_rng(seed + 1)
     n = len(agents)
     seen: dict[str, int] = {}
@@ -138,7 +143,7 @@ def load(conn: psycopg.Connection, agents: np.ndarray, vecs: np.ndarray, *, sess
             for i in range(n):
                 cp.write_row([agents[i], session_of[i], "message", i, [i], texts[i], 30,
                               dt.datetime.fromtimestamp(now - ages[i], dt.UTC), vecs[i],
-                              metadata[i] if metadata is not None else "{}"])
+                              Jsonb(json.loads(metadata[i]) if metadata is not None else {})])
         cur.execute("alter table recall.chunks enable trigger user")
     conn.execute("vacuum analyze recall.chunks")
     conn.execute("analyze recall.sessions")
