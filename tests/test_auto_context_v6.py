@@ -124,3 +124,22 @@ def test_failures_read_their_index_and_rows_do_not_depend_on_it(dev):
         assert got["none"] == got["index"]
         assert any(r[14] == "failures" for r in got["index"])
     assert dev.execute("select to_regclass('recall.chunks_failures_idx')").fetchone()[0]
+
+
+def test_every_auto_context_is_planned_with_each_calls_values(dev):
+    """PL/pgSQL's generic plan of auto_context's sections (kept from a session's sixth call on)
+    read a whole project through the GIN index on metadata: 3-5x slower at 100k chunks
+    (sql/idempotent/085-plan-settings.sql). Every released auto_context, a new one included,
+    is planned per call; the rows of the sixth and later calls are the first call's."""
+    versions = dev.execute(
+        "select p.proname, coalesce('plan_cache_mode=force_custom_plan' = any (p.proconfig), false) "
+        "from pg_proc p join pg_language l on l.oid = p.prolang "
+        "where p.pronamespace = 'recall'::regnamespace and p.proname ~ '^auto_context_v[0-9]+$' "
+        "and l.lanname = 'plpgsql' order by 1").fetchall()
+    assert len(versions) >= 6 and all(custom for _, custom in versions), versions
+    for kw in (dict(project="shop", task_text="docker build failed"), dict(project="infra")):
+        with psycopg.connect(dev.info.dsn, autocommit=True) as conn:    # a session of its own
+            register_vector(conn)
+            answers = {repr(call(conn, "auto_context", as_of=T0 + timedelta(days=40), **kw))
+                       for _ in range(7)}
+        assert len(answers) == 1 and next(iter(answers)) != "[]", kw
