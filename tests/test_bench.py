@@ -579,6 +579,23 @@ def test_bench_mcp_small(server_url, centres):
         assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
 
 
+def test_bench_mcp_context_tool(server_url):
+    """`bench mcp --tool context`: the session-start context tool timed from the client, and
+    recall.auto_context in-process, bound and unbound; every call answered."""
+    pytest.importorskip("mcp")
+    result = CliRunner().invoke(main, ["bench", "mcp", "--chunks", "300", "--calls", "7", "--warmup", "1",
+                                       "--tool", "context", "--budget", "500", "--dsn", server_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["tool"] == "context" and report["token_budget"] == 500 and "recall_ms" not in report
+    assert report["context_ms"]["n"] == 7 and report["rows_per_call"] > 0
+    assert report["sources"] == ["hybrid"]
+    parts = report["parts"]
+    assert set(parts) == {"embed_ms", "auto_context_ms", "auto_context_unbound_ms"}
+    for stats in (report["context_ms"], *parts.values()):
+        assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"] and stats["n"] == 7
+
+
 def test_generated_sessions_are_claude_code_transcripts_of_about_50_chunks(db_url, tmp_path):
     # the generator of `pyrecall bench index`: deterministic, read by the Claude Code importer
     from pyrecall import _db, _sync

@@ -738,18 +738,21 @@ def ingest_cmd(n_messages, n_sessions, words, per_transaction, dsn):
               help="Topic centres of the stored vectors: random (every query is far from the agent's "
                    "chunks and takes the vector arm's far pass) or the model's embeddings of each "
                    "topic's words (queries near their topic, as real questions are).")
+@click.option("--tool", type=click.Choice(["recall", "context"]), default="recall", show_default=True,
+              help="The tool called: recall (the query, k, --budget) or context (the query as the "
+                   "task of the session-start context, recall.auto_context; --budget or 4000).")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @_handle_errors
-def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, dsn):
-    """Latency of the MCP server's recall tool, seen from a connected client.
+def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, tool, dsn):
+    """Latency of the MCP server's recall (or context) tool, seen from a connected client.
 
     Builds a throwaway database as `bench latency` does, starts `pyrecall mcp` for the largest
-    agent, connects the MCP SDK's client over stdio and times --calls recall calls (each: the
-    round trip, the query embedded by the local model, recall.hybrid_recall). Then times the
-    parts in-process: the embedding, hybrid_recall bound as the server is (row-level security)
-    and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times, and
+    agent, connects the MCP SDK's client over stdio and times --calls calls of --tool (each:
+    the round trip, the query embedded by the local model, recall.hybrid_recall, or
+    recall.auto_context for context). Then times the parts in-process: the embedding, the
+    function bound as the server is (row-level security) and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times, and
     how far the queries are from the agent's chunks (the share beyond ann_far_distance).
 
     \b
@@ -757,6 +760,7 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, d
       pyrecall bench mcp --chunks 100000 --calls 100
       pyrecall bench mcp --chunks 100000 --calls 100 --centres model
       pyrecall bench mcp --chunks 20000 --agents 20 --budget 2000
+      pyrecall bench mcp --chunks 100000 --tool context --centres model
     """
     import time
 
@@ -764,7 +768,7 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, d
 
     t = time.perf_counter()
     report = mcp_latency.run(n_chunks, n_agents, calls=calls, warmup=warmup, k=k,
-                             token_budget=token_budget, seed=seed, dsn=dsn, centres=centres,
+                             token_budget=token_budget, seed=seed, dsn=dsn, centres=centres, tool=tool,
                              log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
     click.echo(json.dumps(report, indent=2))
 

@@ -1,4 +1,5 @@
-"""``pyrecall bench mcp``: how fast a connected MCP client gets an answer from ``recall``.
+"""``pyrecall bench mcp``: how fast a connected MCP client gets an answer from ``recall`` (or
+``context``, the session-start context).
 
 A throwaway database is built as ``pyrecall bench latency`` builds it (pyrecall.bench.latency:
 synthetic sessions through the normal ingestion path, clustered 384-dim vectors written
@@ -47,8 +48,20 @@ def _stats(ms: list[float]) -> dict[str, float]:
             "mean": round(statistics.fmean(ms), 2), "max": round(max(ms), 2), "n": len(ms)}
 
 
+TOOLS = ("recall", "context")
+
+
+def _tool_args(tool: str, query: str, k: int, token_budget: int | None) -> dict[str, Any]:
+    """The arguments of one call: ``recall`` asks the query (k, token_budget); ``context`` (the
+    session-start context, recall.auto_context) takes the query as the task, token_budget
+    or the tool's default 4000."""
+    if tool == "context":
+        return {"task_text": query} | ({"token_budget": token_budget} if token_budget is not None else {})
+    return {"query": query, "k": k} | ({"token_budget": token_budget} if token_budget is not None else {})
+
+
 async def _drive(url: str, agent: str, queries: list[str], *, warmup: int, k: int,
-                 token_budget: int | None) -> dict[str, Any]:
+                 token_budget: int | None, tool: str = "recall") -> dict[str, Any]:
     from mcp import Client, StdioServerParameters
 
     root = Path(__file__).resolve().parents[2]
@@ -60,41 +73,43 @@ async def _drive(url: str, agent: str, queries: list[str], *, warmup: int, k: in
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "pyrecall.cli", "mcp", "--dsn", url, "--agent-id", agent],
                                    env=env)
-    args = {"k": k} | ({"token_budget": token_budget} if token_budget is not None else {})
     t = time.perf_counter()
     async with Client(params, read_timeout_seconds=300) as client:
         connected_s = time.perf_counter() - t
         first = time.perf_counter()
-        result = await client.call_tool("recall", {"query": queries[0], **args})
+        result = await client.call_tool(tool, _tool_args(tool, queries[0], k, token_budget))
         first_ms = (time.perf_counter() - first) * 1000
         if result.is_error:
-            raise RuntimeError(f"recall failed: {result.content[0].text}")
+            raise RuntimeError(f"{tool} failed: {result.content[0].text}")
         for q in queries[1:warmup]:
-            await client.call_tool("recall", {"query": q, **args})
+            await client.call_tool(tool, _tool_args(tool, q, k, token_budget))
         times, rows, sources = [], [], set()
         for q in queries[warmup:]:
             t0 = time.perf_counter()
-            result = await client.call_tool("recall", {"query": q, **args})
+            result = await client.call_tool(tool, _tool_args(tool, q, k, token_budget))
             times.append((time.perf_counter() - t0) * 1000)
             if result.is_error:
-                raise RuntimeError(f"recall failed: {result.content[0].text}")
+                raise RuntimeError(f"{tool} failed: {result.content[0].text}")
             rows.append(len(result.structured_content["memories"]))
             sources.add(result.structured_content["source"])
     return {"connect_s": round(connected_s, 2), "first_call_ms": round(first_ms, 1),
-            "recall_ms": _stats(times), "rows_per_call": round(statistics.fmean(rows), 1),
+            f"{tool}_ms": _stats(times), "rows_per_call": round(statistics.fmean(rows), 1),
             "sources": sorted(sources)}
 
 
 def components(url: str, agent: str, queries: list[str], *, k: int,
-               token_budget: int | None) -> dict[str, Any]:
+               token_budget: int | None, tool: str = "recall") -> dict[str, Any]:
     """The parts of a call, timed in this process: the query embedding (the local model, one
-    thread as in the server), then recall.hybrid_recall with that vector twice: on a
-    connection bound as the server's are (Pool: role recall_agent, row-level security), and
-    as the login role (the owner: no row-level security). What the MCP round trip adds is the
-    rest; what row-level security costs is the difference of the two."""
+    thread as in the server), then the tool's function (recall.hybrid_recall, or
+    recall.auto_context for ``context``) with that vector twice: on a connection bound as the
+    server's are (Pool: role recall_agent, row-level security; one connection, as a pooled one
+    serves call after call), and as the login role (the owner: no row-level security). What
+    the MCP round trip adds is the rest; what row-level security costs is the difference."""
     from .._embed import get_embedder
     from .._mcp import Pool, _one_torch_thread
-    from ..client import _args, _call
+    from ..client import _args, _auto_args, _call
+
+    function = "auto_context" if tool == "context" else "hybrid_recall"
 
     _one_torch_thread()
     embedder = get_embedder(None)
@@ -108,18 +123,22 @@ def components(url: str, agent: str, queries: list[str], *, k: int,
                 t = time.perf_counter()
                 vector = np.asarray(embedder.embed([q])[0], dtype=np.float32)
                 embed_ms.append((time.perf_counter() - t) * 1000)
-                args = _args(agent, q, vector, k, token_budget, None, None, None, None, None, {})
+                if tool == "context":
+                    args = _auto_args(agent, None, None, q, vector,
+                                      4000 if token_budget is None else token_budget, None, False, None)
+                else:
+                    args = _args(agent, q, vector, k, token_budget, None, None, None, None, None, {})
                 with pool.connection() as conn:
                     t = time.perf_counter()
-                    conn.execute(_call("hybrid_recall", args), args).fetchall()
+                    conn.execute(_call(function, args), args).fetchall()
                     bound_ms.append((time.perf_counter() - t) * 1000)
                 t = time.perf_counter()
-                owner.execute(_call("hybrid_recall", args), args).fetchall()
+                owner.execute(_call(function, args), args).fetchall()
                 owner_ms.append((time.perf_counter() - t) * 1000)
     finally:
         pool.close()
-    return {"embed_ms": _stats(embed_ms), "hybrid_recall_ms": _stats(bound_ms),
-            "hybrid_recall_unbound_ms": _stats(owner_ms)}
+    return {"embed_ms": _stats(embed_ms), f"{function}_ms": _stats(bound_ms),
+            f"{function}_unbound_ms": _stats(owner_ms)}
 
 
 CENTRES = ("random", "model")
@@ -153,12 +172,14 @@ def far_share(url: str, agent: str, queries: list[str]) -> dict[str, Any]:
 
 def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup: int = 10,
         k: int = 10, token_budget: int | None = None, seed: int = 7, dsn: str | None = None,
-        centres: str = "random", log=lambda m: None) -> dict[str, Any]:
-    """Build, serve the largest agent over MCP (stdio), time ``calls`` recall calls."""
+        centres: str = "random", tool: str = "recall", log=lambda m: None) -> dict[str, Any]:
+    """Build, serve the largest agent over MCP (stdio), time ``calls`` calls of ``tool``."""
     from ._scratch import scratch_database
 
     if centres not in CENTRES:
         raise ValueError(f"centres must be one of {', '.join(CENTRES)}, got {centres!r}")
+    if tool not in TOOLS:
+        raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool!r}")
     synth = latency.Synth(seed)
     if centres == "model":
         model_centres(synth)
@@ -173,12 +194,15 @@ def run(n_chunks: int = 100_000, n_agents: int = 1, *, calls: int = 100, warmup:
             f"({largest.size:,} chunks) over MCP")
         load_before = os.getloadavg()[0]
         measured = asyncio.run(_drive(url, largest.agent_id, queries, warmup=warmup, k=k,
-                                      token_budget=token_budget))
-        log("timing the parts in this process: query embedding, hybrid_recall")
-        parts = components(url, largest.agent_id, queries[warmup:], k=k, token_budget=token_budget)
+                                      token_budget=token_budget, tool=tool))
+        log(f"timing the parts in this process: query embedding, "
+            f"{'auto_context' if tool == 'context' else 'hybrid_recall'}")
+        parts = components(url, largest.agent_id, queries[warmup:], k=k, token_budget=token_budget,
+                           tool=tool)
         distance = far_share(url, largest.agent_id, queries[warmup:])
     return {"chunks": built["chunks"], "agents": n_agents, "agent": largest.agent_id,
-            "agent_chunks": largest.size, "k": k, "token_budget": token_budget, "centres": centres,
+            "agent_chunks": largest.size, "tool": tool, "k": k, "token_budget": token_budget,
+            "centres": centres,
             "queries": distance,
             "warmup_calls": warmup, "build": {"ingest_s": built["ingest"]["ingest_s"],
                                               "vectors_s": built["vectors_s"],
