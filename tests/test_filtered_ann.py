@@ -150,13 +150,14 @@ def _truth(vecs, meta, q, keep, n=10):
     ("exclude a session", {"exclude": f"{BIG}/s7"}, lambda cid, at, s, p, since: s != f"{BIG}/s7", "path ANN via"),
     ("metadata, half", {"filter": '{"project": "common"}'}, lambda cid, at, s, p, since: p == "common", "path ANN via"),
     ("metadata, 1%", {"filter": '{"project": "rare"}'}, lambda cid, at, s, p, since: p == "rare",
-     "rows pass the metadata conditions"),
+     "rows pass the conditions"),
     ("metadata, none", {"filter": '{"project": "nobody"}'}, lambda cid, at, s, p, since: False,
-     "path exact (0 rows pass the metadata conditions)"),
+     "path exact (0 rows pass the conditions)"),
     ("metadata, 1% of a window", {"filter": '{"project": "rare"}', "since": "days:200"},
-     lambda cid, at, s, p, since: p == "rare" and at >= since, "rows pass the metadata conditions)"),
+     lambda cid, at, s, p, since: p == "rare" and at >= since, "rows pass the conditions)"),
     ("kinds, all", {"kinds": ["message", "code"]}, lambda cid, at, s, p, since: True, "path ANN via"),
-    ("kinds, none", {"kinds": ["code"]}, lambda cid, at, s, p, since: False, "exact instead"),
+    ("kinds, none", {"kinds": ["code"]}, lambda cid, at, s, p, since: False,
+     "path exact (0 rows pass the conditions)"),
 ])
 def test_filters_inside_the_search_on_the_largest_agent(table, conn, name, kw, keep, expected_path):
     _, agents, vecs, sample, meta = table
@@ -186,12 +187,12 @@ def scoped(conn, agent, q, n=10, project=None, filters=None) -> list[int]:
 
 @pytest.mark.parametrize("project, filters, keep, expected_path", [
     # auto_context's Related for a project: its chunks and the memories of no project (none here)
-    ("rare", None, lambda p: p == "rare", "rows pass the metadata conditions"),
-    ("nobody", None, lambda p: False, "path exact (0 rows pass the metadata conditions)"),
+    ("rare", None, lambda p: p == "rare", "rows pass the conditions"),
+    ("nobody", None, lambda p: False, "path exact (0 rows pass the conditions)"),
     ("common", None, lambda p: p == "common", "path ANN via"),   # half the agent: no count, ANN
     # a filter as its disjuncts (hybrid_recall v4's any of several values)
     (None, ['{"project": "rare"}', '{"project": "nobody"}'], lambda p: p == "rare",
-     "rows pass the metadata conditions"),
+     "rows pass the conditions"),
 ])
 def test_selective_metadata_ranked_exactly_over_the_rows_passing_it(table, conn, project, filters, keep,
                                                                    expected_path):

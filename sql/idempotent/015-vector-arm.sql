@@ -92,16 +92,20 @@ $$;
 --     ANN through it with iterative scan, so that the index keeps yielding neighbours until n
 --     of them pass the agent filter; hnsw.max_scan_tuples is raised to what the agent's share
 --     of the table requires. No such index: exact (correct, slower: run the index refresh).
---  Before an ANN path (1 or 3), when a metadata condition is given (p_filters or p_project):
---  count the rows passing every condition, stopping at agent_index_min_rows + 1; the planner
---  finds them through the GIN index on metadata when the condition is selective. Up to that
---  many: exact over them (a project without history, a rare speaker: 0.1-1 ms), instead of an
---  ANN scan that reads max_scan_tuples tuples to find few or none and then an exact scan of
---  the whole agent (0.35-0.44 s at 100k chunks, bench/LOG.md 2026-11-28). The time window of
---  path 1 is the same rule, counted on the B-tree.
+--  Before an ANN path (1 or 3), when a condition that may be selective is given (a metadata
+--  filter, a project, kinds) and the planner expects at most 4 x agent_index_min_rows rows to
+--  pass every condition (EXPLAIN of that statement with the call's values): read the rows
+--  passing them with their distances, stopping at agent_index_min_rows + 1 (the GIN index on
+--  metadata, or the memories' index, when the condition is selective). Up to that many: the
+--  top n of them, exact (a project without history, a rare speaker, kinds = memory:
+--  0.1-1 ms), instead of an ANN scan that reads max_scan_tuples tuples to find few or none
+--  and then an exact scan of the whole agent (0.23-0.44 s at 100k chunks, bench/LOG.md
+--  2026-11-28). The estimate first: reading the rows of a condition that half the agent
+--  passes costs more than it can save. The time window of path 1 is the same rule, counted on
+--  the B-tree.
 --  On an ANN path, when fewer than n rows came back, the scan gave up before the other
---  filters (session, metadata, kinds, window) let n through: the exact scan answers (with a
---  metadata condition, planned with its values, so that it can read only the rows passing it).
+--  filters (session, metadata, kinds, window) let n through: the exact scan answers (with such
+--  a condition, planned with its values, so that it may read only the rows passing it).
 --
 -- SET client_min_messages = debug1 shows the path taken, and the knobs, for each call.
 --
@@ -153,8 +157,7 @@ declare
   saved text[];
   ids bigint[];
   dists double precision[];
-  by_metadata constant bool := p_filters is not null or p_project is not null;
-  count_first bool := by_metadata;
+  selective constant bool := p_filters is not null or p_project is not null or p_kinds is not null;
   plan jsonb;
   -- every condition, on chunks c, as the statements below number their parameters: $1 the
   -- query, $2/$3 since/until, $4 the excluded session, $5 the filters, $6 the kinds, $7 n,
@@ -169,14 +172,14 @@ declare
               and ($10::boolean
                    or ((c.valid_until is null or c.valid_until > $8)
                        and ($8::timestamptz is null or c.valid_from is null or c.valid_from <= $8)))$w$;
-  -- the exact top n over the rows passing every condition, planned with the values given
-  -- (EXECUTE): a selective metadata condition is read through the GIN index on metadata
-  exact_planned constant text := $q$
+  -- the rows passing every condition with their distances, planned with the values given
+  -- (EXECUTE: a selective condition is read through its index); its last part either
+  -- 'order by 2, c.chunk_id limit $7' (the exact top n) or 'limit m' (the first m passing)
+  passing constant text := $q$
       select c.chunk_id, (c.embedding <=> $1) + 0 as distance
       from recall.chunks c
       where c.agent_id = %L and c.embedding is not null%s
-      order by 2, c.chunk_id
-      limit $7$q$;
+      %s$q$;
 begin
   if p_query is null or p_n is null or p_n < 1 then
     return;
@@ -231,30 +234,31 @@ begin
                        / greatest(exact_max, 1));
   end if;
 
-  -- a metadata condition that few rows pass: exact over them (see the header). The planner's
-  -- estimate first: counting the rows of a condition that half the agent passes costs more (a
-  -- bitmap of every row passing it: 12-15 ms at 50k rows) than it can save
-  if by_metadata then
-    execute format('explain (format json) select from recall.chunks c where c.agent_id = %L%s',
+  -- a condition that few rows pass: exact over them (see the header). The planner's estimate
+  -- first: reading the rows of a condition that half the agent passes (a bitmap of every row
+  -- passing it: 12-15 ms at 50k rows) costs more than it can save
+  if selective then
+    execute format('explain (format json) select from recall.chunks c where c.agent_id = %L and c.embedding is not null%s',
                    p_agent_id, conditions)
       into plan
       using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
             p_any_validity;
-    count_first := (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8 <= 4 * own_min;
-  end if;
-  if count_first then
-    execute format('select count(*) from (select from recall.chunks c where c.agent_id = %L%s limit %s) x',
-                   p_agent_id, conditions, own_min + 1)
-      into n_rows
-      using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
-            p_any_validity;
-    if n_rows <= own_min then
-      raise debug 'recall._vector_arm_scoped: agent %, path exact (% rows pass the metadata conditions)',
-        p_agent_id, n_rows;
-      return query execute format(exact_planned, p_agent_id, conditions)
+    if (plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8 <= 4 * own_min then
+      execute format('select array_agg(x.chunk_id order by x.distance, x.chunk_id), '
+                     'array_agg(x.distance order by x.distance, x.chunk_id) from (' || passing || ') x',
+                     p_agent_id, conditions, 'limit ' || (own_min + 1))
+        into ids, dists
         using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
               p_any_validity;
-      return;
+      n_rows := coalesce(cardinality(ids), 0);
+      if n_rows <= own_min then
+        raise debug 'recall._vector_arm_scoped: agent %, path exact (% rows pass the conditions)',
+          p_agent_id, n_rows;
+        return query select u.chunk_id, u.distance from unnest(ids[1:p_n], dists[1:p_n]) with ordinality
+                       as u(chunk_id, distance, i)
+                     order by u.i;
+        return;
+      end if;
     end if;
   end if;
 
@@ -340,8 +344,8 @@ begin
   if coalesce(cardinality(ids), 0) < p_n then
     raise debug 'recall._vector_arm_scoped: agent %, ANN gave % of % rows: exact instead', p_agent_id,
       coalesce(cardinality(ids), 0), p_n;
-    if by_metadata then
-      return query execute format(exact_planned, p_agent_id, conditions)
+    if selective then
+      return query execute format(passing, p_agent_id, conditions, 'order by 2, c.chunk_id limit $7')
         using p_query, p_since, p_until, p_exclude_session_id, p_filters, p_kinds, p_n, p_as_of, p_project,
               p_any_validity;
       return;

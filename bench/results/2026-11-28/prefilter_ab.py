@@ -37,9 +37,11 @@ AC = ("select count(*), coalesce(sum(n_tokens), 0) from recall.auto_context(agen
 HR = ("select count(*), coalesce(sum(n_tokens), 0) from recall.hybrid_recall(agent_id => %s, "
       "query_text => 'fix the flaky test in the login flow', query_embedding => %s::vector, k => 10, "
       "filter => %s::jsonb)")
+HK = HR.replace("filter => %s::jsonb", "kinds => %s::text[]")
 cases = [("auto_context, project", AC, p) for p in ("big", "mid", "small", "newrepo", None)] + \
         [("hybrid_recall, filter", HR, json.dumps({"project": p}) if p else None)
-         for p in ("big", "small", "nobody", None)]
+         for p in ("big", "small", "nobody", None)] + \
+        [("hybrid_recall, kinds", HK, k) for k in (["turn_pair"], ["memory"], ["code"])]
 times, rows = {}, {}
 for _ in range(3):
     for side in ("old", "new"):
@@ -49,12 +51,13 @@ for _ in range(3):
             for _ in range(5):
                 t = time.perf_counter()
                 r = conn.execute(q, [agent, e, arg]).fetchone()
-                times.setdefault((side, name, arg), []).append((time.perf_counter() - t) * 1000)
-                rows.setdefault((side, name, arg), set()).add(r)
+                times.setdefault((side, name, str(arg)), []).append((time.perf_counter() - t) * 1000)
+                rows.setdefault((side, name, str(arg)), set()).add(r)
 conn.execute(sql["new"])
 print(f"{'case':24} {'argument':22} {'old ms':>8} {'new ms':>8}  rows (count, tokens)")
 for name, _, arg in cases:
-    o, n = (statistics.median(times[(s, name, arg)]) for s in ("old", "new"))
-    same = rows[("old", name, arg)] == rows[("new", name, arg)]
-    print(f"{name:24} {str(arg):22} {o:8.1f} {n:8.1f}  {sorted(rows[('new', name, arg)])}"
-          f"{'' if same else ' DIFFERENT from old: ' + str(rows[('old', name, arg)])}")
+    key = str(arg)
+    o, n = (statistics.median(times[(s, name, key)]) for s in ("old", "new"))
+    old_rows, new_rows = rows[("old", name, key)], rows[("new", name, key)]
+    print(f"{name:24} {key:22} {o:8.1f} {n:8.1f}  {sorted(new_rows)}"
+          + ("" if old_rows == new_rows else f" DIFFERENT from old: {sorted(old_rows)}"))
