@@ -368,6 +368,21 @@ def test_bench_locomo_versions(server_url):
 
 
 @pytest.mark.slow
+def test_bench_locomo_over_budget_is_seen(server_url):
+    """The "over" measure (each context's text counted by the model against its budget) sees
+    the contexts of the releases that paid estimated counts go over at a small budget (v6: a
+    quarter or more of the sample's contexts at 50 tokens), and none of the stable functions'
+    (v7 on: the model's counts) at any budget: the guard of _check_budgets can fail."""
+    report = _bench_locomo(server_url, SAMPLE, "--no-baselines", "--budgets", "50,100,250",
+                           "--methods", "hybrid_recall_v6,session_recall_v6,hybrid_recall,session_recall")
+    methods = report["methods"]
+    for name in ("hybrid_recall_v6", "session_recall_v6"):
+        assert methods[name]["budget"]["50"]["over"] > 0 and methods[name]["budget"]["50"]["over_max"] > 0
+    for name in ("hybrid_recall", "session_recall"):
+        assert all(f["over"] == 0 == f["over_max"] for f in methods[name]["budget"].values())
+
+
+@pytest.mark.slow
 def test_bench_locomo_one_agent(server_url):
     report = _bench_locomo(server_url, SAMPLE, "--one-agent")
     _check_locomo_report(report, 11)
