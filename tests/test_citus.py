@@ -303,6 +303,19 @@ def test_per_agent_vector_indexes_are_built_on_the_shards(coord, cluster):
                 "select count(*) from pg_index i join pg_class c on c.oid = i.indexrelid "
                 "where i.indrelid = %s::regclass and c.relname like %s", [shard, name + "%"]).fetchone()[0]
             assert found == 1, (shard, name)
+    # the search through the agent's own index on its worker, under conditions few rows pass
+    # (one node ranks such rows apart: tests/test_filtered_ann.py; the cluster takes the ANN
+    # path and its exact fallback): the rows of the condition, none here
+    v = "array_fill(0.1, array[384])::vector"
+    for agent in (big1, big2):
+        def count(call: str) -> int:
+            return coord.execute(f"select count(*) from recall.{call}", [agent]).fetchone()[0]
+        assert count(f"hybrid_recall(%s, 'x', {v}, k => 5, dedup_similarity => 2.0)") == 5   # same vectors
+        assert count(f"hybrid_recall(%s, 'x', {v}, filter => '{{\"nope\": 1}}')") == 0
+        assert count(f"hybrid_recall(%s, 'x', {v}, kinds => array['memory'])") == 0
+        assert count(f"session_recall(%s, 'x', {v}, filter => '{{\"nope\": 1}}')") == 0
+        assert count(f"auto_context(%s, project => 'new-repo', task_text => 'x', task_embedding => {v}, "
+                     "recent_share => 0, failure_share => 0)") == 0
 
 
 def test_a_bound_role_sees_only_its_agent_on_the_workers(coord, cluster):

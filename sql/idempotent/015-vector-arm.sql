@@ -102,7 +102,7 @@ $$;
 --  and then an exact scan of the whole agent (0.23-0.44 s at 100k chunks, bench/LOG.md
 --  2026-11-28). The estimate first: reading the rows of a condition that half the agent
 --  passes costs more than it can save. The time window of path 1 is the same rule, counted on
---  the B-tree.
+--  the B-tree. Not on a Citus cluster (see `selective` below).
 --  On an ANN path, when fewer than n rows came back, the scan gave up before the other
 --  filters (session, metadata, kinds, window) let n through: the exact scan answers (with such
 --  a condition, planned with its values, so that it may read only the rows passing it).
@@ -157,7 +157,11 @@ declare
   saved text[];
   ids bigint[];
   dists double precision[];
-  selective constant bool := p_filters is not null or p_project is not null or p_kinds is not null;
+  -- (not on a Citus cluster: there this function runs delegated to the agent's worker, where
+  -- an EXPLAIN of the query on recall.chunks makes Citus leave local execution, which it
+  -- refuses in that transaction; the cluster keeps the ANN path and its exact fallback)
+  selective constant bool := (p_filters is not null or p_project is not null or p_kinds is not null)
+                             and not exists (select from pg_catalog.pg_extension where extname = 'citus');
   plan jsonb;
   -- every condition, on chunks c, as the statements below number their parameters: $1 the
   -- query, $2/$3 since/until, $4 the excluded session, $5 the filters, $6 the kinds, $7 n,
