@@ -308,7 +308,7 @@ def test_per_agent_vector_indexes_are_built_on_the_shards(coord, cluster):
     # path and its exact fallback): the rows of the condition, none here
     v = "array_fill(0.1, array[384])::vector"
     for agent in (big1, big2):
-        def count(call: str) -> int:
+        def count(call: str, agent: str = agent) -> int:
             return coord.execute(f"select count(*) from recall.{call}", [agent]).fetchone()[0]
         assert count(f"hybrid_recall(%s, 'x', {v}, k => 5, dedup_similarity => 2.0)") == 5   # same vectors
         assert count(f"hybrid_recall(%s, 'x', {v}, filter => '{{\"nope\": 1}}')") == 0
