@@ -752,8 +752,9 @@ def mcp_cmd(n_chunks, n_agents, calls, warmup, k, token_budget, seed, centres, t
     agent, connects the MCP SDK's client over stdio and times --calls calls of --tool (each:
     the round trip, the query embedded by the local model, recall.hybrid_recall, or
     recall.auto_context for context). Then times the parts in-process: the embedding, the
-    function bound as the server is (row-level security) and unbound. Prints one JSON report: p50/p95/p99 in ms, connect and first-call times, and
-    how far the queries are from the agent's chunks (the share beyond ann_far_distance).
+    function bound as the server is (row-level security) and unbound. Prints one JSON report:
+    p50/p95/p99 in ms, connect and first-call times, and how far the queries are from the
+    agent's chunks (the share beyond ann_far_distance).
 
     \b
     Example:
