@@ -84,17 +84,22 @@ def arm(conn, agent, q, n=10, exclude=None, filter=None, kinds=None, since=None,
         [agent, q, n, exclude, filter, kinds, since, until])]
 
 
-def path(conn, agent, q, **kw) -> str:
+def with_paths(conn, call):
+    """call() under client_min_messages = debug1: its result, and the arm's path messages."""
     messages = []
     handler = lambda d: messages.append(d.message_primary)  # noqa: E731
     conn.add_notice_handler(handler)
     conn.execute("set client_min_messages = debug1")
     try:
-        arm(conn, agent, q, **kw)
+        result = call()
     finally:
         conn.execute("reset client_min_messages")
         conn.remove_notice_handler(handler)
-    return " | ".join(m for m in messages if m.startswith("recall._vector_arm"))
+    return result, " | ".join(m for m in messages if m.startswith("recall._vector_arm"))
+
+
+def path(conn, agent, q, **kw) -> str:
+    return with_paths(conn, lambda: arm(conn, agent, q, **kw))[1]
 
 
 @pytest.mark.parametrize("fraction, expected_path", [
@@ -207,16 +212,8 @@ def test_selective_metadata_ranked_exactly_over_the_rows_passing_it(table, conn,
         assert len(got) == len(truth)
         if "rows pass" in expected_path:
             assert set(got) == set(truth)
-    messages = []
-    handler = lambda d: messages.append(d.message_primary)  # noqa: E731
-    conn.add_notice_handler(handler)
-    conn.execute("set client_min_messages = debug1")
-    try:
-        scoped(conn, BIG, sample(), project=project, filters=filters)
-    finally:
-        conn.execute("reset client_min_messages")
-        conn.remove_notice_handler(handler)
-    assert expected_path in " | ".join(messages)
+    assert expected_path in with_paths(conn, lambda: scoped(conn, BIG, sample(), project=project,
+                                                           filters=filters))[1]
 
 
 def test_ann_short_of_n_with_a_metadata_condition_ranks_exactly(table, conn):
@@ -227,16 +224,8 @@ def test_ann_short_of_n_with_a_metadata_condition_ranks_exactly(table, conn):
     q = sample()
     n = 30_000                      # 'common' holds 50,000; ef_search stops at 1000, 20,000 tuples
     truth = _truth(vecs, meta, q, lambda cid, at, s, p: p == "common", n=n)
-    messages = []
-    handler = lambda d: messages.append(d.message_primary)  # noqa: E731
-    conn.add_notice_handler(handler)
-    conn.execute("set client_min_messages = debug1")
-    try:
-        got = scoped(conn, BIG, q, n=n, filters=['{"project": "common"}'])
-    finally:
-        conn.execute("reset client_min_messages")
-        conn.remove_notice_handler(handler)
-    assert "exact instead" in " | ".join(messages)
+    got, paths = with_paths(conn, lambda: scoped(conn, BIG, q, n=n, filters=['{"project": "common"}']))
+    assert "exact instead" in paths
     assert len(got) == n and len(set(got) & set(truth)) >= n - 2    # float rounding at the edge
 
 
@@ -396,4 +385,3 @@ def test_far_queries_searched_again_wider(topics, tconn):
     tconn.execute("set hnsw.ef_search = 1000")        # searched that wide already: one pass
     assert "again" not in path(tconn, agent, far[0])
     tconn.execute("set hnsw.ef_search = 10")
-
