@@ -81,7 +81,7 @@ RELEASED_BEFORE = "050"
 
 
 def _release_key(path: Path) -> tuple[int, int]:
-    """shared.sql first, then v1, v2, ..., v10 in number order."""
+    """shared.sql first, then v1, v2, ..., v10, v11, ... in number order."""
     stem = path.stem
     return (0, 0) if stem == "shared" else (1, int(stem[1:]) if stem[1:].isdigit() else 10**6)
 

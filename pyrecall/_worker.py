@@ -213,6 +213,9 @@ def change_dimension(conn: psycopg.Connection, dim: int) -> None:
                      "embed_attempts = 0, embed_error = null, embed_after = null")
         conn.execute(sql.SQL("alter table recall.sessions alter column summary_embedding type {} "
                              "using null").format(vector))
+        if conn.execute("select exists (select from pg_attribute where attrelid = 'recall.messages'::regclass "
+                        "and attname = 'embedding' and not attisdropped)").fetchone()[0]:
+            conn.execute("update recall.messages set embedding = null where embedding is not null")
         conn.execute("update recall.config set value = to_jsonb(%s::int) where key = 'embedding_dim'", [dim])
 
 
@@ -274,6 +277,7 @@ class Worker:
         self._scope = agent       # the agent the next claim is limited to (None: all)
         self._installed_dim: int | None = None
         self._has_message_tokens: bool | None = None
+        self._has_message_vectors: bool | None = None
         self.progress = progress
         if index not in (True, False, "all"):
             raise ConfigError(f"index must be True, False or 'all', not {index!r}")
@@ -442,16 +446,23 @@ class Worker:
             returning c.agent_id""").format(self._in_scope()),
             [self.embedder.model, ids, vectors, tokens, *self._scope_params()])
         self._embedded_agents.update(agent for (agent,) in written)
-        # the turns of the chat chunks embedded: their token counts (all again when re-embedding)
+        # the turns of the chat chunks embedded: their token counts and, once migrated
+        # (013-message-vectors), their own vectors (all again when re-embedding)
         if self._message_tokens():
-            report.counted += _count(self.conn, self.embedder, self.conn.execute(sql.SQL(
-                """select m.agent_id, m.message_id, {turn}, {date}
+            has_vectors = self._message_vectors()
+            report.counted += _turns(self.conn, self.embedder, self.conn.execute(sql.SQL(
+                """select m.agent_id, m.message_id, {turn}, {date}, {need_vector}
                      from recall.chunks c
                      join recall.messages m on m.agent_id = c.agent_id and m.message_id = any(c.message_ids)
                     where c.chunk_id = any(%s){} and c.kind in ('window', 'turn_pair', 'message')
-                      and m.kind = 'text' and (%s or m.n_tokens is null)""").format(
-                    self._in_scope(), turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE)),
-                [ids, *self._scope_params(), self.model_filter is not None]).fetchall())
+                      and m.kind = 'text' and (%s or m.n_tokens is null{or_vector})""").format(
+                    self._in_scope(), turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE),
+                    need_vector=sql.SQL("(%s or m.embedding is null)" if has_vectors else "false"),
+                    or_vector=sql.SQL(" or m.embedding is null" if has_vectors else "")),
+                [*([self.model_filter is not None] if has_vectors else []), ids, *self._scope_params(),
+                 self.model_filter is not None]).fetchall(), dim=self._dim(), has_vectors=has_vectors,
+                known={text.rstrip(): np.asarray(v, dtype=np.float32)
+                       for (_, text), v in zip(rows, vectors, strict=True)})[0]
         report.embedded += len(rows)
 
     def _message_tokens(self) -> bool:
@@ -462,6 +473,19 @@ class Worker:
                 "select exists (select from pg_attribute where attrelid = 'recall.messages'::regclass "
                 "and attname = 'n_tokens' and not attisdropped)").fetchone()[0]
         return self._has_message_tokens
+
+    def _message_vectors(self) -> bool:
+        """Whether the turns' own vectors are written: the database has messages.embedding
+        (migration 013-message-vectors) and recall.config turn_vectors is not false."""
+        if self._has_message_vectors is None:
+            column = _has_message_vectors(self.conn)
+            self._has_message_vectors = column and _turn_vectors_wanted(self.conn)
+            if column and not self._has_message_vectors:
+                # turn_vectors false: the turns embedded meanwhile are left to the backfill,
+                # which waits until it is true again
+                self.conn.execute("insert into recall.config (key, value) values "
+                                  "('message_vectors_backfill', 'true') on conflict (key) do nothing")
+        return self._has_message_vectors
 
     def _dim(self) -> int:
         if self._installed_dim is None:
@@ -485,52 +509,156 @@ class Worker:
         return [self._scope] if self._scope is not None else []
 
 
-def _count(conn: psycopg.Connection, embedder: Embedder, rows: list[tuple[str, int, str, str]]) -> int:
-    """Record messages.n_tokens and date_tokens of (agent_id, message_id, turn text, date line)
-    rows by the embedder's count; how many messages (each once)."""
+def _has_message_vectors(conn: psycopg.Connection) -> bool:
+    """Whether the database has messages.embedding (013-message-vectors); vectors are written
+    unless recall.config turn_vectors is false (no turn embedded: half the embedding work of a
+    chat of turn pairs; the fill then values each turn at its chunk's cosine)."""
+    return conn.execute(
+        "select exists (select from pg_attribute where attrelid = 'recall.messages'::regclass "
+        "and attname = 'embedding' and not attisdropped)").fetchone()[0]
+
+
+def _turn_vectors_wanted(conn: psycopg.Connection) -> bool:
+    return conn.execute("select coalesce((select value <> 'false'::jsonb from recall.config "
+                        "where key = 'turn_vectors'), true)").fetchone()[0]
+
+
+def _turns(conn: psycopg.Connection, embedder: Embedder, rows: list[tuple], *, dim: int,
+           has_vectors: bool = True, known: dict[str, np.ndarray] | None = None) -> tuple[int, bool]:
+    """Record messages.n_tokens and date_tokens of (agent_id, message_id, turn text, date line,
+    needs a vector) rows by the embedder's count and, for those that need one, the turn's own
+    vector (messages.embedding, 013-message-vectors), in one UPDATE; how many messages (each
+    once), and whether the provider was unavailable. A turn whose text is in ``known`` (a
+    one-turn chunk embedded in the same batch) is given that vector. When the provider fails, the counts are written and the vectors stay NULL, the config
+    key message_vectors_backfill set for a later run (count_messages) to embed them; a vector
+    that cannot be stored (NaN, all zeros) leaves that message's NULL (a reader then uses its
+    chunk's). ``has_vectors``: whether the database has the column (a database not migrated
+    yet is counted all the same)."""
     dates: dict[str, int] = {}
-    by_agent: dict[str, dict[int, tuple[int, int]]] = {}
-    for agent_id, message_id, turn, date in rows:
+    by_agent: dict[str, dict[int, list]] = {}
+    texts: dict[int, str] = {}
+    for agent_id, message_id, turn, date, need_vector in rows:
         if date not in dates:
             dates[date] = max(1, embedder.count_tokens(date))
         mine = by_agent.setdefault(agent_id, {})
         if message_id not in mine:      # a turn in two windows of the batch: counted once
-            mine[message_id] = (max(1, embedder.count_tokens(turn)), dates[date])
-    # one statement per agent: on a Citus cluster each goes to the agent's shard
-    for agent_id, counts in by_agent.items():
+            mine[message_id] = [max(1, embedder.count_tokens(turn)), dates[date], None]
+            if need_vector:
+                texts[message_id] = turn.rstrip()
+    vectors: dict[int, np.ndarray] = {}
+    for message_id, text in list(texts.items()):
+        if known and text in known:
+            vectors[message_id] = known[text]
+            del texts[message_id]
+    unavailable = False
+    if texts:
+        got = _embed_turns(embedder, list(texts.values()))
+        if got is None:
+            unavailable = True
+            conn.execute("insert into recall.config (key, value) values ('message_vectors_backfill', 'true') "
+                         "on conflict (key) do nothing")
+        else:
+            for message_id, v in zip(texts, got, strict=True):
+                checked, problem = (None, "refused") if v is None else _vector_problem(v, dim)
+                if problem is None:
+                    vectors[message_id] = checked
+    for mine in by_agent.values():
+        for message_id, entry in mine.items():
+            entry[2] = vectors.get(message_id)
+    # one statement per agent: on a Citus cluster each goes to the agent's shard; one UPDATE
+    # of each row (one row version). A message that needs no vector (or got none) keeps its own.
+    for agent_id, turns in by_agent.items():
+        if not has_vectors:
+            conn.execute(
+                """update recall.messages m set n_tokens = v.n_tokens, date_tokens = v.date_tokens
+                     from unnest(%s::bigint[], %s::int[], %s::smallint[]) as v(message_id, n_tokens, date_tokens)
+                    where m.agent_id = %s and m.message_id = v.message_id""",
+                [list(turns), [e[0] for e in turns.values()], [e[1] for e in turns.values()], agent_id])
+            continue
         conn.execute(
-            """update recall.messages m set n_tokens = v.n_tokens, date_tokens = v.date_tokens
-                 from unnest(%s::bigint[], %s::int[], %s::smallint[]) as v(message_id, n_tokens, date_tokens)
+            """update recall.messages m
+                  set n_tokens = v.n_tokens, date_tokens = v.date_tokens,
+                      embedding = coalesce(v.embedding, m.embedding)
+                 from unnest(%s::bigint[], %s::int[], %s::smallint[], %s::text[]::vector[])
+                      as v(message_id, n_tokens, date_tokens, embedding)
                 where m.agent_id = %s and m.message_id = v.message_id""",
-            [list(counts), [c[0] for c in counts.values()], [c[1] for c in counts.values()], agent_id])
-    return sum(len(c) for c in by_agent.values())
+            [list(turns), [e[0] for e in turns.values()], [e[1] for e in turns.values()],
+             [None if e[2] is None else _vector_text(e[2]) for e in turns.values()], agent_id])
+    return sum(len(c) for c in by_agent.values()), unavailable
+
+
+def _vector_text(v: np.ndarray) -> str:
+    """pgvector's text form, so that the connection needs no registered vector type; a NULL
+    among the vectors then stays one (an array of arrays cannot hold a NULL row)."""
+    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
+
+
+def _embed_turns(embedder: Embedder, texts: list[str]) -> list | None:
+    """The turns' vectors, None for a turn the provider refuses (the batch halved until the
+    refused one is alone, as the chunks' are); None for all when the provider is unavailable
+    (the caller leaves them to the backfill)."""
+    try:
+        got = embedder.embed(texts)
+        if len(got) != len(texts):
+            raise EmbeddingError(f"{embedder.model}: sent {len(texts)} texts, got {len(got)} vectors")
+        return list(got)
+    except TransientEmbeddingError as exc:
+        log.warning("the turns' own vectors of %d message(s) stay to embed (their chunks are "
+                    "embedded; a recall uses the chunks' vectors meanwhile): %s", len(texts), exc)
+        return None
+    except EmbeddingError as exc:
+        if len(texts) > 1 and input_may_be_at_fault(exc):
+            mid = len(texts) // 2
+            first, second = _embed_turns(embedder, texts[:mid]), _embed_turns(embedder, texts[mid:])
+            return None if first is None or second is None else first + second
+        log.warning("the turn's own vector was refused, %d message(s) keep their chunk's: %s", len(texts), exc)
+        return [None] * len(texts)
+
+
+BACKFILL_KEYS = ("message_tokens_backfill", "message_vectors_backfill")
 
 
 def count_messages(conn: psycopg.Connection, embedder: Embedder, *, agent: str | None = None) -> int:
-    """The messages stored before their token counts existed (migration 011-message-tokens
-    sets the config key message_tokens_backfill when there were some): count the text
-    messages not counted yet (``agent``'s only, if given), in message_id order, and remove the
-    key once all agents are done. Worker.run calls this; nothing to do (one read of
-    recall.config) once the key is gone. How many messages it counted."""
-    if conn.execute("select from recall.config where key = 'message_tokens_backfill'").fetchone() is None:
+    """The messages stored before their token counts (migration 011-message-tokens) or their
+    own vectors (013-message-vectors) existed, or whose vectors the provider failed to give:
+    each migration sets a config key (message_tokens_backfill, message_vectors_backfill) when
+    there were some, the worker the second when a provider failed. Count, and embed under the
+    second key, the text messages missing them (``agent``'s only, if given), in message_id order,
+    and remove the keys once all agents are done. Worker.run calls this; nothing to do (one read
+    of recall.config) once the keys are gone. How many messages it recorded."""
+    keys = {k for (k,) in conn.execute("select key from recall.config where key = any(%s)",
+                                       [list(BACKFILL_KEYS)]).fetchall()}
+    if not keys:
         return 0
-    counted, after = 0, 0
+    has_vectors = _has_message_vectors(conn)
+    vectors = "message_vectors_backfill" in keys and has_vectors and _turn_vectors_wanted(conn)
+    if not vectors and "message_tokens_backfill" not in keys:
+        return 0        # turn_vectors false: the vectors' backfill waits until it is true again
+    dim = _migrate.installed_dim(conn) or embedder.dim
+    counted, after, unavailable = 0, 0, False
     while True:
         with conn.transaction():
             rows = conn.execute(sql.SQL(
-                """select m.agent_id, m.message_id, {turn}, {date}
+                """select m.agent_id, m.message_id, {turn}, {date}, {need_vector}
                      from recall.messages m
-                    where m.message_id > %(after)s and m.n_tokens is null and m.kind = 'text'
+                    where m.message_id > %(after)s and ({missing}) and m.kind = 'text'
                       and (%(agent)s::text is null or m.agent_id = %(agent)s)
                     order by m.message_id
-                    limit %(n)s""").format(turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE)),
+                    limit %(n)s""").format(
+                    turn=sql.SQL(_TURN_TEXT), date=sql.SQL(_DATE_LINE),
+                    need_vector=sql.SQL("m.embedding is null" if vectors else "false"),
+                    missing=sql.SQL("m.n_tokens is null or m.embedding is null" if vectors
+                                    else "m.n_tokens is null")),
                 {"agent": agent, "after": after, "n": COUNT_BATCH}).fetchall()
             if not rows:
-                if agent is None:
-                    conn.execute("delete from recall.config where key = 'message_tokens_backfill'")
+                if agent is None:   # (the vectors' key stays while not done: provider unavailable, turn_vectors false)
+                    conn.execute("delete from recall.config where key = any(%s)",
+                                 [[k for k in BACKFILL_KEYS
+                                   if not (k == "message_vectors_backfill" and (unavailable or not vectors))]])
                 return counted
             after = rows[-1][1]
-            counted += _count(conn, embedder, rows)
+            n, down = _turns(conn, embedder, rows, dim=dim, has_vectors=has_vectors)
+            counted, unavailable = counted + n, unavailable or down
 
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],

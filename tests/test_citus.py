@@ -563,8 +563,8 @@ def test_recall_functions_give_the_rows_of_a_single_node(coord, cluster, conn, n
 
 
 def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
-    """hybrid_recall (v7) with a budget: chat messages chunked, embedded and counted by the
-    worker, the budget filled turn by turn on the agent's worker, as on one node (ids aside:
+    """hybrid_recall (v7, now v11) with a budget: chat messages chunked, embedded (with the
+    turns' own vectors) and counted by the worker, the budget filled turn by turn on the agent's worker, as on one node (ids aside:
     each server numbers its own messages); so does session_recall (v9: the same fill of its own
     rows, given session by session), and v8's merged passages, paid the turns' counts."""
     _, nodes = cluster
@@ -582,15 +582,22 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
         if c is coord:     # on a cluster the importers chunk with recall.chunk_sessions
             c.execute("select recall.chunk_sessions(%s, %s)", [agents, [f"{a}-chat" for a in agents]])
         Worker(c, FakeEmbedder()).run()
-        assert c.execute("select count(*) from recall.messages where agent_id = any(%s) and n_tokens is null",
-                         [agents]).fetchone()[0] == 0
+        assert c.execute("select count(*) from recall.messages where agent_id = any(%s) "
+                         "and (n_tokens is null or embedding is null)", [agents]).fetchone()[0] == 0
     query = FakeEmbedder().vector("refund webhook fails")
-    call = ("select session_id, content, n_tokens, cumulative_tokens from recall.hybrid_recall("
-            "%s, 'refund webhook fails', %s, k => 10, token_budget => 30, as_of => %s)")
-    for agent in agents:
-        single = conn.execute(call, [agent, query, AS_OF]).fetchall()
-        assert single and single[-1][3] <= 30 and any("\n\n" in r[1] for r in single), single
-        assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
+    # the stable name (v11: each turn valued by its own vector too), and v11 valuing turns by
+    # their chunks and words alone (v10's rows), which joins adjacent turns into a passage here
+    for weight in ("default", "0"):
+        call = ("select session_id, content, n_tokens, cumulative_tokens from recall.hybrid_recall("
+                "%s, 'refund webhook fails', %s, k => 10, token_budget => 30, as_of => %s)")
+        if weight == "0":
+            call = call.replace("hybrid_recall(", "hybrid_recall_v11(").replace(
+                "as_of => %s)", "as_of => %s, turn_vector_weight => 0)")
+        for agent in agents:
+            single = conn.execute(call, [agent, query, AS_OF]).fetchall()
+            assert single and single[-1][3] <= 30, single
+            assert weight == "default" or any("\n\n" in r[1] for r in single), single
+            assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
     for fn in ("session_recall", "session_recall_v8"):
         call = ("select session_id, content, n_tokens, cumulative_tokens, metadata ? 'merged_chunk_ids' "
                 f"from recall.{fn}(%s, 'refund webhook fails', %s, k => 10, token_budget => 100, "
@@ -602,11 +609,11 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
 
 
 # released versions called by name: v1-v3 run on a cluster with the plan settings
-# recall._distribute_code gives them, v6-v10 as they are; v4, v5 and auto_context v1-v4 do
+# recall._distribute_code gives them, v6-v11 as they are; v4, v5 and auto_context v1-v4 do
 # not (docs/SCALING.md)
 RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
-            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9, 10)),
-                                 ("session_recall", (1, 2, 3, 6, 8, 9, 10)))
+            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9, 10, 11)),
+                                 ("session_recall", (1, 2, 3, 6, 8, 9, 10, 11)))
             for v in versions}
 
 

@@ -42,9 +42,12 @@ def test_short_queries_get_the_older_versions_rows(chat, case):
         for budget in (None, 40, 300):
             args = {**args_for(q, **case), "token_budget": budget, "as_of": AS_OF}
             v9 = call(chat, "hybrid_recall_v9", **args)
-            assert call(chat, "hybrid_recall_v10", **args) == v9 == call(chat, "hybrid_recall", **args)
+            # (the stable names call v11: v10's rows at turn_vector_weight 0, test_recall_v11.py)
+            assert call(chat, "hybrid_recall_v10", **args) == v9 == \
+                call(chat, "hybrid_recall_v11", **args, turn_vector_weight=0.0)
             v9 = call(chat, "session_recall_v9", **args)
-            assert call(chat, "session_recall_v10", **args) == v9 == call(chat, "session_recall", **args)
+            assert call(chat, "session_recall_v10", **args) == v9 == \
+                call(chat, "session_recall_v11", **args, turn_vector_weight=0.0)
             seen += len(v9)
     assert seen
 

@@ -103,7 +103,9 @@ def test_hybrid_recall_v4_equals_v3_without_memories(shop, case, with_vector):
             v7, _ = call(shop, "hybrid_recall_v7", **args)
         seen += len(v3)
         assert [r[:14] for r in v4] == v3
-        assert stable == v7          # the stable name calls v9 (v7's rows on one node): v4's without a budget
+        # the stable name calls v11: v4's rows without a budget; with one, v7's fill with each
+        # turn also valued by its own vector (tests/test_recall_v11.py)
+        assert stable == v7 or "token_budget" in case
         assert v7 == v4 or "token_budget" in case
         assert v5 == v4 or "token_budget" in case
         assert cols[14:] == ["memory_id", "agent_id", "session_title", "role", "memory_kind"]
@@ -130,7 +132,7 @@ def test_session_recall_v4_equals_v3_without_memories(shop, case):
             v9, _ = call(shop, "session_recall_v9", **args)
         assert v3, q
         assert [r[:16] for r in v4] == v3
-        assert stable == v9          # the stable name calls v9: v5's rows without a budget
+        assert stable == v9 or "token_budget" in case   # (the stable name calls v11: v5's rows without a budget)
         assert v9 == v5 == v4 or "token_budget" in case
 
 

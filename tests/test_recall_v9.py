@@ -46,7 +46,7 @@ def test_the_turn_fill_of_v6s_rows_given_in_v6s_order(chat):
                     ranked = call(chat, "session_recall_v6", **args_for(q, k=30))
                     rows = call(chat, "session_recall_v9", **args_for(q, k=30), token_budget=budget,
                                 turn_text_weight=weight)
-                    assert call(chat, "session_recall", **args_for(q, k=30), token_budget=budget) == \
+                    assert call(chat, "session_recall_v10", **args_for(q, k=30), token_budget=budget) == \
                         call(chat, "session_recall_v9", **args_for(q, k=30), token_budget=budget)
                     filled = chat.execute(
                         "select chunk_id, content, n_tokens, message_ids from recall._fill_v7(%s, %s, %s, %s, %s, %s) "
@@ -77,8 +77,8 @@ def test_bad_arguments_are_one_clear_error(chat):
 
 
 def test_hybrid_recall_v9_gives_v7s_rows(chat):
-    """Every budget (the trim when nothing fits included) and weight: v7's rows; the stable name
-    calls v9."""
+    """Every budget (the trim when nothing fits included) and weight: v7's rows; v10 (which the
+    stable name called) gives v9's."""
     trimmed = 0
     for q in QUERIES + ["docker image"]:
         for weight in (0.0, 0.2, 5.0):
@@ -88,6 +88,6 @@ def test_hybrid_recall_v9_gives_v7s_rows(chat):
                     v7 = call(chat, "hybrid_recall_v7", **args)
                     assert call(chat, "hybrid_recall_v9", **args) == v7
                     args.pop("turn_text_weight")
-                    assert call(chat, "hybrid_recall", **args) == call(chat, "hybrid_recall_v9", **args)
+                    assert call(chat, "hybrid_recall_v10", **args) == call(chat, "hybrid_recall_v9", **args)
                 trimmed += any("trimmed_from_tokens" in r["metadata"] for r in v7)
     assert trimmed, "never trimmed"

@@ -115,11 +115,12 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server_url, tmp_path, mon
             report = _migrate.migrate(conn)
             assert report.applied == [f.name for f in _migrate.sql_files("incremental")
                                       if not (old / "incremental" / f"{f.name}.sql").exists()]
-            # 011-message-tokens: the messages written before are counted once by the worker,
-            # which then removes the backfill key (a fresh install never had it)
+            # 011-message-tokens, 013-message-vectors: the messages written before are counted
+            # and embedded once by the worker, which then removes the backfill keys (a fresh
+            # install never had them)
             assert _worker.count_messages(conn, FakeEmbedder()) == 3
             assert conn.execute("select count(*) from recall.messages "
-                                "where n_tokens is null").fetchone()[0] == 0
+                                "where n_tokens is null or embedding is null").fetchone()[0] == 0
         with psycopg.connect(fresh, autocommit=True) as conn:
             _migrate.migrate(conn, dim=384)
         a, b = snapshot(upgraded), snapshot(fresh)
@@ -220,10 +221,12 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
             before = table_rows(conn)
             found = {name: conn.execute(q, {"q": ids["query"]}).fetchall() for name, q in recall_sql.items()}
             report = _migrate.migrate(conn)
-            assert report.applied == ["010-agent-first-keys", "011-message-tokens", "012-window-parts"]
+            assert report.applied == ["010-agent-first-keys", "011-message-tokens", "012-window-parts",
+                                      "013-message-vectors"]
             after = table_rows(conn)
-            # 011-message-tokens adds the messages' token counts (NULL until the worker counts)
-            added = {"n_tokens": None, "date_tokens": None}
+            # 011-message-tokens adds the messages' token counts (NULL until the worker counts),
+            # 013-message-vectors their own vectors (NULL until the worker embeds them)
+            added = {"n_tokens": None, "date_tokens": None, "embedding": None}
             assert all(json.loads(r).items() >= added.items() for r in after["messages"])
             after["messages"] = sorted(json.dumps({k: v for k, v in json.loads(r).items() if k not in added})
                                        for r in after["messages"])

@@ -120,7 +120,9 @@ def bench():
                    "by turn), session_recall_v4, session_recall_v5, session_recall_v6, "
                    "session_recall_v8 (passages paid the model's counts), hybrid_recall_v9 and "
                    "session_recall_v9 (the budget filled turn by turn), hybrid_recall_v10 and "
-                   "session_recall_v10 (a long query searched by its 16 rarest words).")
+                   "session_recall_v10 (a long query searched by its 16 rarest words), "
+                   "hybrid_recall_v11 and session_recall_v11 (each turn also valued by its own "
+                   "vector).")
 @click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
               help="Embedding model of the chunks and questions (not the configured one: "
                    "figures stay comparable between runs), e.g. local/all-MiniLM-L6-v2-int8.")

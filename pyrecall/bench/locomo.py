@@ -260,14 +260,15 @@ DEFAULT_METHODS = (
 FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
              "hybrid_recall_v5", "session_recall_v5", "hybrid_recall_v6", "session_recall_v6",
              "hybrid_recall_v7", "session_recall_v8", "hybrid_recall_v9", "session_recall_v9",
-             "hybrid_recall_v10", "session_recall_v10"}
+             "hybrid_recall_v10", "session_recall_v10", "hybrid_recall_v11", "session_recall_v11"}
 # every method `bench locomo --methods` can name: the defaults, and each version by its name
 METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
     for fn in ("hybrid_recall", "session_recall") for v in ("v4", "v5", "v6")} | {
     name: Method(name, function=name) for name in ("hybrid_recall_v7", "session_recall_v8", "hybrid_recall_v9",
                                                     "session_recall_v9", "hybrid_recall_v10",
-                                                    "session_recall_v10")}
+                                                    "session_recall_v10", "hybrid_recall_v11",
+                                                    "session_recall_v11")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:

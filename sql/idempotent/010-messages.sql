@@ -139,8 +139,8 @@ $$;
 
 -- _message_before_update: the identity of a message does not move between sessions or agents;
 -- a change of what its text in a passage is made of (content, role, metadata: the speaker;
--- created_at: the date line) makes its token counts (011-message-tokens) unknown again, unless
--- the same statement sets them
+-- created_at: the date line) makes its token counts (011-message-tokens) unknown again, and a
+-- change of its text its vector (013-message-vectors), unless the same statement sets them
 create or replace function recall._message_before_update()
 returns trigger
 language plpgsql volatile security invoker
@@ -164,6 +164,12 @@ begin
      and (new.n_tokens, new.date_tokens) is not distinct from (old.n_tokens, old.date_tokens) then
     new.n_tokens := null;
     new.date_tokens := null;
+  end if;
+  -- the turn's own vector (013-message-vectors) is of "Speaker: text": its date is not in it
+  -- (compared as text: the vector's = is not on this function's search_path)
+  if (new.content, new.role, new.metadata) is distinct from (old.content, old.role, old.metadata)
+     and new.embedding::text is not distinct from old.embedding::text then
+    new.embedding := null;
   end if;
   return new;
 end
@@ -774,7 +780,8 @@ begin
   from (select o.agent_id, o.session_id, min(o.seq) as min_seq
         from old_rows o
         join new_rows n on n.agent_id = o.agent_id and n.message_id = o.message_id
-        where to_jsonb(n) - '{n_tokens,date_tokens}'::text[] is distinct from to_jsonb(o) - '{n_tokens,date_tokens}'::text[]
+        where to_jsonb(n) - '{n_tokens,date_tokens,embedding}'::text[]
+              is distinct from to_jsonb(o) - '{n_tokens,date_tokens,embedding}'::text[]
         group by o.agent_id, o.session_id) o;
   if changed > 0 then
     perform pg_notify('recall_chunks', 'pending');
