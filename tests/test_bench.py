@@ -644,6 +644,8 @@ def test_bench_index_small(server_url, model, backend):
     assert report["sessions"] == 1 and report["chunks"] == report["embedded"] > 30
     assert report["model"] == model
     assert report["bulk_backend"] == backend and report["vacuumed"] is False
+    # every text turn embedded on its own too (release 11), by default
+    assert report["turn_vectors"] is True and report["turns_embedded"] > 10
     for key in ("pipeline_chunks_per_s", "raw_bulk_chunks_per_s", "raw_torch_chunks_per_s",
                 "pipeline_chunks_per_cpu_s", "p95_ms_right_after_embed", "p95_ms_later"):
         assert report[key] > 0, key

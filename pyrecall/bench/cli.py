@@ -625,13 +625,16 @@ def citus_cmd(dsn, n_agents, n_chunks, calls, clients, json_file):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator.")
 @click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
               help="The local model that embeds (e.g. local/all-MiniLM-L6-v2-int8).")
+@click.option("--turn-vectors/--no-turn-vectors", default=True, show_default=True,
+              help="Whether the job also embeds each turn on its own (recall.config turn_vectors; "
+                   "what release 11's budget fill values turns by).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the report to this file.")
 @click.option("--dsn", envvar="PYRECALL_BENCH_DSN", default=None,
               help="Server to create a throwaway database on (default: a throwaway embedded "
                    "server in a temporary directory).")
 @_handle_errors
-def index_cmd(n_sessions, sample, runs, seed, model, json_file, dsn):
+def index_cmd(n_sessions, sample, runs, seed, model, turn_vectors, json_file, dsn):
     """Index a real-sized history end to end with the local model, then recall cold.
 
     Generates realistic Claude Code sessions (tool calls, code, thinking, ~50 chunks each),
@@ -651,7 +654,7 @@ def index_cmd(n_sessions, sample, runs, seed, model, json_file, dsn):
 
     t = time.perf_counter()
     report = index.run(n_sessions, dsn=dsn, seed=seed, sample=sample, recall_runs=runs, model=model,
-                       log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
+                       turn_vectors=turn_vectors, log=lambda m: click.echo(f"[{time.perf_counter() - t:7.1f} s] {m}", err=True))
     text = json.dumps(report, indent=2, default=str)
     click.echo(text)
     if json_file:

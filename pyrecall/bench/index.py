@@ -110,11 +110,15 @@ def _raw(encode: Callable[[list[str]], Any], texts: list[str]) -> tuple[float, f
 
 
 def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample: int = 640,
-        recall_runs: int = 5, model: str = "local/all-MiniLM-L6-v2",
+        recall_runs: int = 5, model: str = "local/all-MiniLM-L6-v2", turn_vectors: bool = True,
         log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Generate, import, embed and recall; the report (seconds, chunks/s, latencies, load).
-    ``model``: the local model that embeds the chunks and the cold recalls' queries."""
-    report: dict[str, Any] = {"sessions": n_sessions, "model": model, "load_at_start": os.getloadavg()}
+    ``model``: the local model that embeds the chunks and the cold recalls' queries;
+    ``turn_vectors`` false: recall.config turn_vectors false (the job embeds no turn of its own:
+    chunks only, as before release 11). The pipeline's chunks/s counts chunks; with turn vectors
+    the job also embeds each text turn of the chat chunks ("turns_embedded")."""
+    report: dict[str, Any] = {"sessions": n_sessions, "model": model, "turn_vectors": turn_vectors,
+                              "load_at_start": os.getloadavg()}
     tmp = Path(tempfile.mkdtemp(prefix="pyrecall-bench-index-"))
     try:
         t = time.perf_counter()
@@ -144,6 +148,9 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
             raw_before = _raw(embedder.embed, texts[:half])
 
             vectors = [np.asarray(v, dtype=np.float32) for v in embedder.embed(QUERIES)]
+            if not turn_vectors:
+                probe.execute("insert into recall.config (key, value) values ('turn_vectors', 'false') "
+                              "on conflict (key) do update set value = excluded.value")
             backend = r.conn.info.backend_pid          # whose CPU time the embedding costs
             t, cpu, server = time.perf_counter(), time.process_time(), server_cpu_ns(probe, backend)
             embedded = r.embed_pending(batch_size=64)
@@ -156,6 +163,8 @@ def run(n_sessions: int = 1000, *, dsn: str | None = None, seed: int = 0, sample
             index_s = sum(row["build_seconds"] or 0 for row in embedded.indexed)
             report["embed_s"] = round(embed_s, 1)
             report["embedded"] = embedded.embedded
+            report["turns_embedded"] = probe.execute(
+                "select count(*) from recall.messages where embedding is not null").fetchone()[0]
             report["vacuumed"] = embedded.vacuumed
             report["index_built"] = [{"rows": row["index_rows"], "method": row["method"],
                                       "build_s": row["build_seconds"]} for row in embedded.indexed]
