@@ -49,6 +49,10 @@ BACKOFF_CAP_S = 6 * 3600
 VACUUM_MIN_ROWS = 1000
 # Messages counted per statement by count_messages (the backfill).
 COUNT_BATCH = 1000
+# Older messages the long-running worker (listen_loop) backfills per pass before it looks for
+# new chunks again: embedding turns runs ~50/s with the local model on 2 cores, and a database
+# of 1M messages upgraded to release 11 would otherwise keep new sessions waiting for hours.
+BACKFILL_PASS = 2000
 # A message's text as a passage holds it, and the date line of a passage it opens: what
 # messages.n_tokens and date_tokens count (sql/incremental/011-message-tokens.sql; the passages
 # of hybrid_recall_v7 are written from the same expressions).
@@ -67,6 +71,7 @@ class EmbedReport:
     seconds: float = 0.0
     vacuumed: bool = False  # the run wrote VACUUM_MIN_ROWS chunks or more and vacuumed them
     counted: int = 0        # messages whose token counts (messages.n_tokens, date_tokens) it recorded
+    backfill_left: bool = False  # a backfill of older messages (count_messages) has more to do at once
     # the agents' own vector indexes the run built (pyrecall._index.upkeep): recall.index_info rows
     indexed: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -284,8 +289,10 @@ class Worker:
         self.index, self.index_progress = index, index_progress
         self._embedded_agents: set[str] = set()
 
-    def run(self, *, max_batches: int | None = None) -> EmbedReport:
-        """Embed until nothing is pending (or max_batches); return the summary."""
+    def run(self, *, max_batches: int | None = None, backfill_limit: int | None = None) -> EmbedReport:
+        """Embed until nothing is pending (or max_batches); return the summary.
+        ``backfill_limit``: at most this many older messages of a backfill (count_messages) this
+        run (the long-running worker: new chunks are not kept waiting behind hours of turns)."""
         check_dimension(self.conn, self.embedder)
         report, start, batches = EmbedReport(), time.perf_counter(), 0
         self._embedded_agents = set()
@@ -299,7 +306,9 @@ class Worker:
                         break
                     batches += 1
             self._scope = self.agent
-            report.counted += count_messages(self.conn, self.embedder, agent=self.agent)
+            counted, more = backfill(self.conn, self.embedder, agent=self.agent, limit=backfill_limit)
+            report.counted += counted
+            report.backfill_left = more
             report.vacuumed = self._vacuum(report)
             report.indexed = self._index_upkeep(report)
             report.agents = sorted(self._embedded_agents)
@@ -624,19 +633,32 @@ def count_messages(conn: psycopg.Connection, embedder: Embedder, *, agent: str |
     each migration sets a config key (message_tokens_backfill, message_vectors_backfill) when
     there were some, the worker the second when a provider failed. Count, and embed under the
     second key, the text messages missing them (``agent``'s only, if given), in message_id order,
-    and remove the keys once all agents are done. Worker.run calls this; nothing to do (one read
-    of recall.config) once the keys are gone. How many messages it recorded."""
-    keys = {k for (k,) in conn.execute("select key from recall.config where key = any(%s)",
-                                       [list(BACKFILL_KEYS)]).fetchall()}
+    and remove the keys once all agents are done. Worker.run calls this (through backfill);
+    nothing to do (one read of recall.config) once the keys are gone. How many messages it
+    recorded."""
+    return backfill(conn, embedder, agent=agent)[0]
+
+
+def backfill(conn: psycopg.Connection, embedder: Embedder, *, agent: str | None = None,
+             limit: int | None = None) -> tuple[int, bool]:
+    """count_messages, at most ``limit`` messages (about: whole batches) when given; (how many,
+    whether more is left to do at once: the limit reached; not when done, nor when the provider
+    is unavailable, whose turns wait for a later run). For all agents the position reached is
+    kept in the keys' value ({"after": message_id}): the next call goes on from there."""
+    keys = {k: v for k, v in conn.execute("select key, value from recall.config where key = any(%s)",
+                                          [list(BACKFILL_KEYS)]).fetchall()}
     if not keys:
-        return 0
+        return 0, False
     has_vectors = _has_message_vectors(conn)
     vectors = "message_vectors_backfill" in keys and has_vectors and _turn_vectors_wanted(conn)
     if not vectors and "message_tokens_backfill" not in keys:
-        return 0        # turn_vectors false: the vectors' backfill waits until it is true again
+        return 0, False  # turn_vectors false: the vectors' backfill waits until it is true again
     dim = _migrate.installed_dim(conn) or embedder.dim
-    counted, after, unavailable = 0, 0, False
-    while True:
+    after = 0
+    if agent is None:
+        after = min(int(v["after"]) if isinstance(v, dict) and "after" in v else 0 for v in keys.values())
+    counted = 0
+    while limit is None or counted < limit:
         with conn.transaction():
             rows = conn.execute(sql.SQL(
                 """select m.agent_id, m.message_id, {turn}, {date}, {need_vector}
@@ -651,14 +673,21 @@ def count_messages(conn: psycopg.Connection, embedder: Embedder, *, agent: str |
                                     else "m.n_tokens is null")),
                 {"agent": agent, "after": after, "n": COUNT_BATCH}).fetchall()
             if not rows:
-                if agent is None:   # (the vectors' key stays while not done: provider unavailable, turn_vectors false)
+                if agent is None:   # (the vectors' key stays while turn_vectors is false: from the start)
                     conn.execute("delete from recall.config where key = any(%s)",
-                                 [[k for k in BACKFILL_KEYS
-                                   if not (k == "message_vectors_backfill" and (unavailable or not vectors))]])
-                return counted
-            after = rows[-1][1]
+                                 [[k for k in BACKFILL_KEYS if vectors or k != "message_vectors_backfill"]])
+                    conn.execute("update recall.config set value = 'true' where key = any(%s)",
+                                 [list(BACKFILL_KEYS)])
+                return counted, False
             n, down = _turns(conn, embedder, rows, dim=dim, has_vectors=has_vectors)
-            counted, unavailable = counted + n, unavailable or down
+            counted += n
+            if down:        # the provider is unavailable: these again at a later run
+                return counted, False
+            after = rows[-1][1]
+            if agent is None:
+                conn.execute("update recall.config set value = jsonb_build_object('after', %s::bigint) "
+                             "where key = any(%s)", [after, list(BACKFILL_KEYS)])
+    return counted, True
 
 
 def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable[[psycopg.Connection], Worker],
@@ -677,7 +706,7 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                 worker = make_worker(conn)
                 delay = 1.0
                 while not stop():
-                    report = worker.run()
+                    report = worker.run(backfill_limit=BACKFILL_PASS)
                     if on_report and (report.scanned or report.indexed):
                         on_report(report)
                     if between is not None:
@@ -687,6 +716,8 @@ def listen_loop(connect: Callable[[], psycopg.Connection], make_worker: Callable
                             raise
                         except (psycopg.Error, PyrecallError) as exc:
                             log.warning("between batches: %s", one_line(exc))
+                    if report.backfill_left:
+                        continue        # older messages left: on at once (new chunks first)
                     for _ in conn.notifies(timeout=idle_timeout, stop_after=1):
                         pass
         except (psycopg.OperationalError, DatabaseError) as exc:

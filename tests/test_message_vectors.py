@@ -9,6 +9,7 @@ from fake_embedder import FakeEmbedder
 from test_message_tokens import seed
 
 from pyrecall._errors import EmbeddingError, TransientEmbeddingError
+from pyrecall import _worker
 from pyrecall._worker import Worker, change_dimension, count_messages
 
 
@@ -170,3 +171,28 @@ def test_turn_vectors_false_embeds_no_turn_until_it_is_true_again(conn):
     conn.execute("update recall.config set value = 'true' where key = 'turn_vectors'")
     assert Worker(conn, FakeEmbedder()).run().counted == 6
     assert sum(v is not None for v in vectors(conn).values()) == 6 and not backfill_key(conn)
+
+
+def test_the_backfill_goes_by_slices_from_where_it_stopped(conn, monkeypatch):
+    """The long-running worker backfills at most BACKFILL_PASS older messages a pass (new chunks
+    are not kept waiting behind hours of turns); the next pass goes on from the position kept
+    in the key; a provider that is unavailable stops the slice without losing its place."""
+    seed(conn)
+    Worker(conn, FakeEmbedder()).run()
+    conn.execute("update recall.messages set embedding = null")
+    conn.execute("insert into recall.config (key, value) values ('message_vectors_backfill', 'true')")
+    monkeypatch.setattr(_worker, "COUNT_BATCH", 2)
+    done = lambda: sum(v is not None for v in vectors(conn).values())  # noqa: E731
+    report = Worker(conn, FakeEmbedder()).run(backfill_limit=2)
+    assert report.counted == 2 and report.backfill_left and done() == 2
+    first_two = conn.execute("select max(message_id) from recall.messages where embedding is not null").fetchone()[0]
+    assert conn.execute("select value from recall.config where key = 'message_vectors_backfill'").fetchone()[0] \
+        == {"after": first_two}
+    # unavailable: nothing embedded, the place kept, nothing more to do at once
+    assert _worker.backfill(conn, TurnsDown(), limit=2) == (2, False)
+    assert done() == 2
+    assert conn.execute("select value from recall.config where key = 'message_vectors_backfill'").fetchone()[0] \
+        == {"after": first_two}
+    assert _worker.backfill(conn, FakeEmbedder(), limit=2) == (2, True) and done() == 4
+    assert _worker.backfill(conn, FakeEmbedder()) == (2, False) and done() == 6
+    assert not backfill_key(conn)
