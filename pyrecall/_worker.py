@@ -519,15 +519,16 @@ class Worker:
 
 
 def _has_message_vectors(conn: psycopg.Connection) -> bool:
-    """Whether the database has messages.embedding (013-message-vectors); vectors are written
-    unless recall.config turn_vectors is false (no turn embedded: half the embedding work of a
-    chat of turn pairs; the fill then values each turn at its chunk's cosine)."""
+    """Whether the database has messages.embedding (013-message-vectors)."""
     return conn.execute(
         "select exists (select from pg_attribute where attrelid = 'recall.messages'::regclass "
         "and attname = 'embedding' and not attisdropped)").fetchone()[0]
 
 
 def _turn_vectors_wanted(conn: psycopg.Connection) -> bool:
+    """Unless recall.config turn_vectors is false, the job embeds the turns too (+18% embedding
+    time on generated Claude Code sessions, +44% on LoCoMo's chat windows: docs/BENCHMARKS.md);
+    without, the fill values each turn at its chunk's cosine."""
     return conn.execute("select coalesce((select value <> 'false'::jsonb from recall.config "
                         "where key = 'turn_vectors'), true)").fetchone()[0]
 
@@ -538,8 +539,9 @@ def _turns(conn: psycopg.Connection, embedder: Embedder, rows: list[tuple], *, d
     needs a vector) rows by the embedder's count and, for those that need one, the turn's own
     vector (messages.embedding, 013-message-vectors), in one UPDATE; how many messages (each
     once), and whether the provider was unavailable. A turn whose text is in ``known`` (a
-    one-turn chunk embedded in the same batch) is given that vector. When the provider fails, the counts are written and the vectors stay NULL, the config
-    key message_vectors_backfill set for a later run (count_messages) to embed them; a vector
+    one-turn chunk embedded in the same batch) is given that vector. When the provider fails,
+    the counts are written and the vectors stay NULL, the config key message_vectors_backfill
+    set for a later run (count_messages) to embed them; a vector
     that cannot be stored (NaN, all zeros) leaves that message's NULL (a reader then uses its
     chunk's). ``has_vectors``: whether the database has the column (a database not migrated
     yet is counted all the same)."""
@@ -685,8 +687,10 @@ def backfill(conn: psycopg.Connection, embedder: Embedder, *, agent: str | None 
                 return counted, False
             after = rows[-1][1]
             if agent is None:
-                conn.execute("update recall.config set value = jsonb_build_object('after', %s::bigint) "
-                             "where key = any(%s)", [after, list(BACKFILL_KEYS)])
+                # (a value, not jsonb_build_object: on a Citus cluster recall.config is a reference
+                # table, whose updates refuse functions that are not immutable)
+                conn.execute("update recall.config set value = %s where key = any(%s)",
+                             [Jsonb({"after": after}), list(BACKFILL_KEYS)])
     return counted, True
 
 

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from pyrecall import _citus
+from pyrecall import _citus, _worker
 from pyrecall._worker import Worker, count_pending
 from tests.fake_embedder import FakeEmbedder
 
@@ -598,6 +598,20 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
             assert single and single[-1][3] <= 30, single
             assert weight == "default" or any("\n\n" in r[1] for r in single), single
             assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
+    # the turns' backfill (an upgraded cluster's older messages) by slices, its place kept in
+    # recall.config (a reference table there)
+    coord.execute("update recall.messages set embedding = null where agent_id = any(%s)", [agents])
+    coord.execute("insert into recall.config (key, value) values ('message_vectors_backfill', 'true') "
+                  "on conflict (key) do nothing")
+    counted, more = _worker.backfill(coord, FakeEmbedder(), limit=1)
+    assert counted >= 1 and more
+    assert "after" in coord.execute("select value from recall.config "
+                                    "where key = 'message_vectors_backfill'").fetchone()[0]
+    assert _worker.backfill(coord, FakeEmbedder())[1] is False
+    assert coord.execute("select count(*) from recall.messages where agent_id = any(%s) "
+                         "and embedding is null", [agents]).fetchone()[0] == 0
+    assert coord.execute("select count(*) from recall.config "
+                         "where key = 'message_vectors_backfill'").fetchone()[0] == 0
     for fn in ("session_recall", "session_recall_v8"):
         call = ("select session_id, content, n_tokens, cumulative_tokens, metadata ? 'merged_chunk_ids' "
                 f"from recall.{fn}(%s, 'refund webhook fails', %s, k => 10, token_budget => 100, "
