@@ -1,8 +1,10 @@
 """Release v11: hybrid_recall_v11 and session_recall_v11 are v10's whose budget fill also values
-each turn by its own vector (recall.messages.embedding, 013-message-vectors): its chunk's score
-+ turn_text_weight x its own words' idf share + turn_vector_weight x the cosine of its vector to
-the query's (its chunk's while it has none). Weight 0: v10's rows. Without a budget: v10's rows.
-The stable names call v11. (SQL logic: the hash embedder's vectors, or vectors set by hand.)"""
+each turn by its own vector (recall.messages.embedding, 013-message-vectors) and by its speaker:
+its chunk's score s + turn_text_weight x its own words' idf share + turn_vector_weight x the
+cosine of its vector to the query's (its chunk's while it has none) x max(s, 0) +
+turn_speaker_weight when the query names its speaker. Weights 0: v10's rows. Without a budget:
+v10's rows. The stable names call v11. (SQL logic: the hash embedder's vectors, or vectors set
+by hand.)"""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def test_weight_zero_or_no_budget_gives_v10s_rows_and_the_stable_names_call_v11(
             for fn in ("hybrid_recall", "session_recall"):
                 v10 = call(chat, f"{fn}_v10", **args)
                 v11 = call(chat, f"{fn}_v11", **args)
-                assert v10 and call(chat, f"{fn}_v11", **args, turn_vector_weight=0.0) == v10
+                assert v10 and call(chat, f"{fn}_v11", **args, turn_vector_weight=0.0,
+                                    turn_speaker_weight=0.0) == v10
                 assert call(chat, fn, **args) == v11
                 if budget is None:
                     assert v11 == v10
@@ -64,8 +67,9 @@ def test_contexts_keep_the_fills_contract(chat):
 @pytest.mark.parametrize("weight", [-0.1, float("nan"), float("inf"), None])
 def test_a_weight_that_is_not_finite_and_positive_is_refused(chat, weight):
     for fn in ("hybrid_recall_v11", "session_recall_v11"):
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match="turn_vector_weight"):
-            call(chat, fn, **args_for("docker image"), token_budget=100, turn_vector_weight=weight)
+        for name in ("turn_vector_weight", "turn_speaker_weight"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=name):
+                call(chat, fn, **args_for("docker image"), token_budget=100, **{name: weight})
 
 
 DIM = 384
@@ -96,7 +100,8 @@ def pair(conn):
 
 
 def context(conn, **kw) -> list[str]:
-    rows = call(conn, "hybrid_recall_v11", agent_id="a", query_embedding=unit(1), token_budget=12, **kw)
+    kw = {"query_embedding": unit(1), **kw}
+    rows = call(conn, "hybrid_recall_v11", agent_id="a", token_budget=12, **kw)
     return [r["content"] for r in rows]
 
 
@@ -116,3 +121,17 @@ def test_of_a_chunks_turns_the_one_whose_own_vector_matches_the_query_is_taken(p
     # without a query vector the cosine adds nothing
     rows = call(pair, "hybrid_recall_v11", agent_id="a", query_text="blue", token_budget=12)
     assert [r["content"] for r in rows] == ["Assistant: the blue one"]   # (its own word)
+
+
+def test_a_turn_whose_speaker_the_query_names_is_valued_higher(pair):
+    """Both turns alike by chunk, words and vector; the query names the second's speaker (a word
+    the text plan would drop in a chat where every chunk holds it), whatever its case or form."""
+    pair.execute("update recall.messages set embedding = null")
+    pair.execute("update recall.messages set metadata = '{\"speaker\": \"Melanie\"}' where seq = 2")
+    assert context(pair, query_text="what did melanie's team pick") == ["Melanie: the blue one"]
+    assert context(pair, query_text="what did melanie's team pick", turn_speaker_weight=0.0) == \
+        ["User: what did we pick"]
+    assert context(pair, query_text="what did the team pick") == ["User: what did we pick"]
+    # an agent session's speakers are its roles: "the user" names the user's turns
+    pair.execute("update recall.messages set metadata = '{}'")
+    assert context(pair, query_text="what the assistant said") == ["Assistant: the blue one"]

@@ -1,5 +1,5 @@
 -- sql/released/v11.sql: release 11: hybrid_recall_v11 and session_recall_v11: v10's with each
--- turn of the budget's fill also valued by its own vector. Never edit: the file's SHA-256 is
+-- turn of the budget's fill also valued by its own vector and by its speaker. Never edit: the file's SHA-256 is
 -- pinned in sql/frozen.txt and `make lint` (python -m pyrecall._sqlcheck) fails when it changes
 -- or when a function here reaches one that is neither in this file, an older release,
 -- shared.sql nor sql/released/shared.txt. sql/README.md says how a new version is released.
@@ -16,6 +16,13 @@
 -- conversation but lost up to 0.0055 in one agent (single-hop: turns of other conversations
 -- near the question in meaning); in proportion to the chunk's score, 0.4 is the largest weight
 -- tried (0.4, 0.7, 1.0, 1.4, 2.0) that is at least v10's at every budget in both settings.
+-- And the turn's speaker: a chat's speakers' names are in most of its chunks, so the text arm
+-- drops them as saying nothing of a chunk, but they say much of a turn ("what did Melanie
+-- paint?" is answered by a turn of Melanie's). turn_speaker_weight (0.2) is added
+-- to a turn whose speaker (metadata speaker, author, else the role) one of the query's words
+-- names. Swept over the vector term (0.05 / 0.1 / 0.2 / 0.3): at 250 tokens +0.023 / +0.029 /
+-- +0.027 / +0.027 per conversation, +0.018 / +0.024 / +0.029 / +0.028 in one agent, multi-hop at
+-- 1000 +0.01 to +0.065; 0.3 fell back at 2000 in one agent (0.895 -> 0.889): 0.2 is the default.
 
 -- What else changes from v10: the fill's turn words are v10's text plan (recall._text_plan_v10:
 -- the query's text_max_words rarest words), as the search's already were (v10's fill weighed
@@ -25,10 +32,11 @@
 -- row-level security, in PL/pgSQL, the best unit's text read before it is trimmed.
 
 -- _fill_v11: recall._fill_v9 (hybrid_recall_v7's COMMENT gives the contract) with v10's text
--- plan and each unit's cosine to the query weighed in (see above)
+-- plan, each unit's cosine to the query and each turn's speaker weighed in (see above)
 create or replace function recall._fill_v11(p_agent_id text, p_ids bigint[], p_scores float8[],
                                             p_budget int, p_query_text text, p_weight float8,
-                                            p_query_embedding vector, p_vector_weight float8)
+                                            p_query_embedding vector, p_vector_weight float8,
+                                            p_speaker_weight float8)
 returns table (chunk_id bigint, pos int, content text, n_tokens int, message_ids bigint[],
                merged bigint[], trimmed_from int, cumulative_tokens bigint)
 language plpgsql stable
@@ -58,9 +66,16 @@ declare
   old_cost int; new_cost int;
   t record;
   best_text text;
+  every_word tsquery;             -- every word of the query, the common ones too
 begin
   if p_budget is null or p_budget < 1 or p_ids is null then
     return;
+  end if;
+  -- a turn whose speaker the query names: any of its words (the text plan drops a chat's
+  -- speakers' names, found in most of its chunks, which say nothing of a chunk but much of a turn)
+  if p_speaker_weight > 0 and p_query_text is not null then
+    every_word := (select string_agg(quote_literal(l), ' | ')::tsquery
+                   from unnest(tsvector_to_array(to_tsvector('english', p_query_text))) as l);
   end if;
   -- the query's words and their idf, as the text arm weighs them (v10's text plan: its
   -- text_max_words rarest words)
@@ -137,19 +152,27 @@ begin
       select x.who, to_tsvector('english', x.who) as tsv
       from (select distinct t.who from turns t where t.has_words) x
     ),
+    named as materialized (
+      select x.who
+      from (select distinct t.who from turns t where every_word is not null) x
+      where to_tsvector('english', x.who) @@ every_word
+    ),
     -- the units: turns, valued by their chunk's score (s) plus p_weight x the share of the
     -- query's idf that their own words hold plus p_vector_weight x their own vector's cosine to
     -- the query x s (when s > 0: a turn gains in proportion to its chunk's standing, so that a
     -- turn of a distractor chunk cannot pass the answer's on meaning alone); other chunks (code,
-    -- memories, parts of long windows) whole, valued alike by their own words and vector
+    -- memories, parts of long windows) whole, valued alike by their own words and vector; plus
+    -- p_speaker_weight for a turn whose speaker the query names
     units as (
       select t.message_id, t.session_id, t.seq, t.tok, t.dtok, t.dated, t.chunk_id, t.ord,
              null::text as kind, t.tok as cost, null::bigint[] as chunk_message_ids,
              t.score + coalesce(p_weight * ((select sum(w.idf) from words w
                                              where t.tsv @@ w.q or sp.tsv @@ w.q) / total_idf), 0)
-             + coalesce(p_vector_weight * t.cos * greatest(t.score, 0), 0) as value
+             + coalesce(p_vector_weight * t.cos * greatest(t.score, 0), 0)
+             + case when nm.who is not null then p_speaker_weight else 0 end as value
       from turns t
       left join speakers sp on sp.who = t.who and t.has_words
+      left join named nm on nm.who = t.who
       union all
       select null, p.session_id, null, null, null, null, p.chunk_id, p.ord, p.kind, p.n_tokens,
              p.message_ids,
@@ -294,7 +317,8 @@ create or replace function recall.hybrid_recall_v11(
   dedup_similarity   float8      default 0.95,
   turns_per_session  int         default null,
   turn_text_weight   float8      default 0.2,
-  turn_vector_weight float8      default 0.4)
+  turn_vector_weight float8      default 0.4,
+  turn_speaker_weight float8     default 0.2)
 returns setof recall.recall_row_v4
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
@@ -320,6 +344,11 @@ begin
     raise exception 'turn_vector_weight must be finite and >= 0, got %',
       coalesce(turn_vector_weight::text, 'NULL') using errcode = '22023';
   end if;
+  if turn_speaker_weight is null or turn_speaker_weight < 0 or turn_speaker_weight = 'NaN'
+     or turn_speaker_weight = 'Infinity' then
+    raise exception 'turn_speaker_weight must be finite and >= 0, got %',
+      coalesce(turn_speaker_weight::text, 'NULL') using errcode = '22023';
+  end if;
   -- v6's first k rows, then the budget filled turn by turn (recall._fill_v11)
   return query
   with
@@ -337,7 +366,7 @@ begin
                          (select array_agg(x.chunk_id order by x.ordinality) from ranked x),
                          (select array_agg(x.score order by x.ordinality) from ranked x),
                          token_budget, query_text, turn_text_weight,
-                          query_embedding, turn_vector_weight) f
+                          query_embedding, turn_vector_weight, turn_speaker_weight) f
   )
   select r.chunk_id, r.session_id, r.kind, coalesce(f.content, r.content), r.created_at, r.score,
          r.similarity, r.text_rank, r.recency, r.importance, f.n_tokens, f.cumulative_tokens,
@@ -366,8 +395,12 @@ windows) its own. Without query_embedding the cosine adds
 nothing. Units are taken best value first while the sum of the rows' n_tokens stays within
 token_budget (skip what does not fit, go on; no message paid twice; the best unit alone trimmed
 when not one fits), as v7.
-turn_vector_weight: finite and >= 0 (else 22023), default 0.4; 0 and turn_text_weight 0.2 give
-v10's rows for a query of at most text_max_words words.
+turn_speaker_weight is added to a turn whose speaker (metadata speaker or author, else the role
+capitalised, as the passage writes it) is named by one of the query's words (english, every
+word: the text arm drops the ones most chunks hold, as a chat's speakers' names are).
+turn_vector_weight, turn_speaker_weight: finite and >= 0 (else 22023), defaults 0.4 and
+0.2; both 0 and turn_text_weight 0.2 give v10's rows for a query of at most
+text_max_words words.
 $c$;
 
 -- session_recall_v11: see the COMMENT below for the contract
@@ -395,7 +428,8 @@ create or replace function recall.session_recall_v11(
   importance_weight  float8      default 0.05,
   turns_per_session  int         default null,
   turn_text_weight   float8      default 0.2,
-  turn_vector_weight float8      default 0.4)
+  turn_vector_weight float8      default 0.4,
+  turn_speaker_weight float8     default 0.2)
 returns setof recall.session_recall_row_v4
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
@@ -422,6 +456,11 @@ begin
     raise exception 'turn_vector_weight must be finite and >= 0, got %',
       coalesce(turn_vector_weight::text, 'NULL') using errcode = '22023';
   end if;
+  if turn_speaker_weight is null or turn_speaker_weight < 0 or turn_speaker_weight = 'NaN'
+     or turn_speaker_weight = 'Infinity' then
+    raise exception 'turn_speaker_weight must be finite and >= 0, got %',
+      coalesce(turn_speaker_weight::text, 'NULL') using errcode = '22023';
+  end if;
   -- v6's rows (sessions first), the budget filled turn by turn as hybrid_recall_v7 fills it
   -- (recall._fill_v11), the rows then given in v6's order
   return query
@@ -440,7 +479,7 @@ begin
                          (select array_agg(x.chunk_id order by x.ordinality) from ranked x),
                          (select array_agg(x.score order by x.ordinality) from ranked x),
                          token_budget, query_text, turn_text_weight,
-                          query_embedding, turn_vector_weight) f
+                          query_embedding, turn_vector_weight, turn_speaker_weight) f
   )
   select r.chunk_id, r.session_id, r.kind, coalesce(f.content, r.content), r.created_at, r.score,
          r.similarity, r.text_rank, r.recency, r.importance, f.n_tokens,
@@ -459,5 +498,6 @@ comment on function recall.session_recall_v11 is $c$
 session_recall v11: recall.session_recall_v10 (see its comment and v9's, v6's: the pool, the
 sessions ranked, k, n_sessions, the budget filled turn by turn, rows in v6's order, security)
 whose fill values each turn also by its own vector, as recall.hybrid_recall_v11's does
-(turn_vector_weight, default 0.4; see that comment). Without token_budget the rows are v10's.
+(turn_vector_weight, default 0.4, turn_speaker_weight, default 0.2; see that comment).
+Without token_budget the rows are v10's.
 $c$;

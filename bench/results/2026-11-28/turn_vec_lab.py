@@ -47,9 +47,16 @@ def lab_sql() -> str:
     end = v9.index("-- hybrid_recall_v9: see the COMMENT")
     fill = v9[start:end]
     fill = fill.replace("recall._fill_v9(", "recall.lab_fill_vec(")
+    # spk: a bonus for a turn whose speaker the query names (any of the query's words, the
+    # common ones too: a chat's speakers are in most of its chunks, so the text plan drops them)
+    fill = fill.replace("  best_text text;\nbegin\n",
+                        "  best_text text;\n  q_all tsquery;\nbegin\n"
+                        "  q_all := (select to_tsquery('english', string_agg(quote_literal(l), ' | '))\n"
+                        "            from unnest(tsvector_to_array(to_tsvector('english', coalesce(p_query_text, ''))))"
+                        " as l);\n")
     fill = fill.replace("p_query_text text, p_weight float8)",
                         "p_query_text text, p_weight float8, p_qvec vector, p_mu float8, p_rel boolean,"
-                        " p_mult boolean)")
+                        " p_mult boolean, p_spk float8)")
     # each turn's cosine to the query, and its chunk's
     fill = fill.replace(
         "select ch.chunk_id, ch.session_id, ch.kind, ch.n_tokens, ch.message_ids, ch.tsv, x.score, x.ord,",
@@ -70,7 +77,8 @@ def lab_sql() -> str:
         "t.score + coalesce(p_weight * ((select sum(w.idf) from words w\n"
         "                                             where t.tsv @@ w.q or sp.tsv @@ w.q) / total_idf), 0)"
         " + coalesce(p_mu * (t.tcos - case when p_rel then t.ccos else 0 end)"
-        " * case when p_mult then t.score else 1 end, 0) as value")
+        " * case when p_mult then greatest(t.score, 0) else 1 end, 0)"
+        " + case when p_spk > 0 and to_tsvector('english', t.who) @@ q_all then p_spk else 0 end as value")
     assert fill.count("lab_msg_vec") == 1 and fill.count("p_mu *") == 1 and fill.count("p_mult") == 2, \
         "v9's text moved"
     start = v9.index("create or replace function recall.hybrid_recall_v9(")
@@ -79,11 +87,11 @@ def lab_sql() -> str:
     hr = hr.replace("recall.hybrid_recall_v9(", "recall.lab_hr_vec(")
     hr = hr.replace("turn_text_weight   float8      default 0.2)",
                     "turn_text_weight   float8      default 0.2,\n  mu float8 default 0.2,"
-                    " rel boolean default false, mult boolean default false)")
+                    " rel boolean default false, mult boolean default false, spk float8 default 0)")
     hr = hr.replace("recall._fill_v9(hybrid_recall_v9.agent_id,", "recall.lab_fill_vec(lab_hr_vec.agent_id,")
     hr = hr.replace("token_budget, query_text, turn_text_weight) f",
-                    "token_budget, query_text, turn_text_weight, query_embedding, mu, rel, mult) f")
-    assert "lab_fill_vec" in hr and "query_embedding, mu, rel, mult" in hr, "v9's text moved"
+                    "token_budget, query_text, turn_text_weight, query_embedding, mu, rel, mult, spk) f")
+    assert "lab_fill_vec" in hr and "query_embedding, mu, rel, mult, spk" in hr, "v9's text moved"
     return fill + "\n" + hr
 
 
