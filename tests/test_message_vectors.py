@@ -8,8 +8,8 @@ import numpy as np
 from fake_embedder import FakeEmbedder
 from test_message_tokens import seed
 
-from pyrecall._errors import EmbeddingError, TransientEmbeddingError
 from pyrecall import _worker
+from pyrecall._errors import EmbeddingError, TransientEmbeddingError
 from pyrecall._worker import Worker, change_dimension, count_messages
 
 
