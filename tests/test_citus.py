@@ -534,6 +534,11 @@ CALLS = {
     "session_recall": "select * from recall.session_recall(%s, 'refund webhook fails', %s, k => 5, as_of => %s)",
     "auto_context": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
                      "task_embedding => %s, token_budget => 300, as_of => %s)"),
+    # v12's Related filled unit by unit: a budget no whole chunk fits, then the best one trimmed
+    "auto_context_small": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
+                           "task_embedding => %s, token_budget => 20, recent_share => 0, as_of => %s)"),
+    "auto_context_trimmed": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
+                             "task_embedding => %s, token_budget => 7, recent_share => 0, as_of => %s)"),
     # the budget fill (whole chunks; the best one trimmed)
     "hybrid_recall_budget": ("select * from recall.hybrid_recall(%s, 'refund webhook fails', %s, k => 5, "
                              "token_budget => 40, as_of => %s)"),
@@ -598,6 +603,13 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
             assert single and single[-1][3] <= 30, single
             assert weight == "default" or any("\n\n" in r[1] for r in single), single
             assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
+    # auto_context (v12): its Related filled by the same fill, the turns Recent shows left out
+    call = ("select section, session_id, content, n_tokens, cumulative_tokens from recall.auto_context("
+            "%s, task_text => 'refund webhook fails', task_embedding => %s, token_budget => 200, as_of => %s)")
+    for agent in agents:
+        single = conn.execute(call, [agent, query, AS_OF]).fetchall()
+        assert {"recent", "related"} <= {r[0] for r in single} and single[-1][4] <= 200, single
+        assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
     # the turns' backfill (an upgraded cluster's older messages) by slices, its place kept in
     # recall.config (a reference table there)
     coord.execute("update recall.messages set embedding = null where agent_id = any(%s)", [agents])

@@ -59,7 +59,8 @@ def test_auto_context_v10_gives_v6s_rows_for_a_short_query(chat, task):
         args["task_embedding"] = args_for(task)["query_embedding"]
     v6 = call(chat, "auto_context_v6", **args)
     assert v6
-    assert call(chat, "auto_context_v10", **args) == v6 == call(chat, "auto_context", **args)
+    # (the stable name calls v12, whose Related is filled turn by turn: test_auto_context_v12.py)
+    assert call(chat, "auto_context_v10", **args) == v6
 
 
 def test_a_long_query_is_searched_by_its_rarest_words(chat):

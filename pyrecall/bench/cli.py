@@ -122,7 +122,8 @@ def bench():
                    "session_recall_v9 (the budget filled turn by turn), hybrid_recall_v10 and "
                    "session_recall_v10 (a long query searched by its 16 rarest words), "
                    "hybrid_recall_v11 and session_recall_v11 (each turn also valued by its own "
-                   "vector).")
+                   "vector); auto_context, auto_context_v10, auto_context_v12 (the session-start "
+                   "context, the question as its task: judged at the budgets only).")
 @click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
               help="Embedding model of the chunks and questions (not the configured one: "
                    "figures stay comparable between runs), e.g. local/all-MiniLM-L6-v2-int8.")
@@ -161,9 +162,14 @@ def locomo_cmd(data, ks, budgets, baselines, chunking, methods, limit_conversati
     if not names or unknown:
         raise click.BadParameter(f"unknown method {', '.join(unknown) or '(none given)'}; "
                                  f"choose from {', '.join(locomo.METHODS)}", param_hint="--methods")
+    at_budgets = _budgets(budgets)
+    context = [n for n in names if locomo.METHODS[n].context]
+    if context and not at_budgets:
+        raise click.BadParameter(f"{', '.join(context)} is judged at token budgets only: give --budgets",
+                                 param_hint="--budgets")
     with _progress(not quiet) as progress:
         report = locomo.run(data, dsn=dsn, ks=_ks(ks), limit_conversations=limit_conversations,
-                            limit_questions=limit_questions, budgets=_budgets(budgets),
+                            limit_questions=limit_questions, budgets=at_budgets,
                             baselines=baselines, chunking=chunking,
                             methods=[locomo.METHODS[n] for n in dict.fromkeys(names)],
                             one_agent="locomo" if one_agent else None,
@@ -198,16 +204,17 @@ def _print_locomo(report: dict) -> None:
     table.add_column("p50 ms", justify="right")
     for name, r in ranked.items():
         table.add_row(name, *(f"{r[m]:.3f}" for m in metrics), f"{r['latency_ms']['p50']:.1f}")
-    console.print(table)
-    cats = Table(title="recall@10 by category")
-    cats.add_column("method")
-    first = next(iter(ranked.values()))
-    for c in first["by_category"]:
-        label = CATEGORIES.get(int(c), c)
-        cats.add_column(f"{c} {label} (n={first['by_category'][c]['n']})", justify="right")
-    for name, r in ranked.items():
-        cats.add_row(name, *(f"{r['by_category'][c]['recall@10']:.3f}" for c in first["by_category"]))
-    console.print(cats)
+    if ranked:  # none when only contexts (auto_context) were asked
+        console.print(table)
+        cats = Table(title="recall@10 by category")
+        cats.add_column("method")
+        first = next(iter(ranked.values()))
+        for c in first["by_category"]:
+            label = CATEGORIES.get(int(c), c)
+            cats.add_column(f"{c} {label} (n={first['by_category'][c]['n']})", justify="right")
+        for name, r in ranked.items():
+            cats.add_row(name, *(f"{r['by_category'][c]['recall@10']:.3f}" for c in first["by_category"]))
+        console.print(cats)
     budgets = [str(b) for b in report.get("budgets", [])]
     if budgets:
         at = Table(title=f"evidence recall at a token budget (chunking: {report.get('chunking')}); "

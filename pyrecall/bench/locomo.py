@@ -239,10 +239,16 @@ class Method:
     """
 
     name: str
-    function: str = "hybrid_recall"          # hybrid_recall | session_recall
+    function: str = "hybrid_recall"          # hybrid_recall | session_recall | auto_context
     text: bool = True
     embedding: bool = True
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def context(self) -> bool:
+        """auto_context: asked for a context at a budget (the question as its task), with no
+        ranking of k chunks to score: judged at the budgets only."""
+        return self.function.startswith("auto_context")
 
     def __hash__(self):
         return hash((self.name, self.function, self.text, self.embedding,
@@ -260,7 +266,8 @@ DEFAULT_METHODS = (
 FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_recall_v4",
              "hybrid_recall_v5", "session_recall_v5", "hybrid_recall_v6", "session_recall_v6",
              "hybrid_recall_v7", "session_recall_v8", "hybrid_recall_v9", "session_recall_v9",
-             "hybrid_recall_v10", "session_recall_v10", "hybrid_recall_v11", "session_recall_v11"}
+             "hybrid_recall_v10", "session_recall_v10", "hybrid_recall_v11", "session_recall_v11",
+             "auto_context", "auto_context_v10", "auto_context_v12"}
 # every method `bench locomo --methods` can name: the defaults, and each version by its name
 METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
@@ -268,7 +275,10 @@ METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     name: Method(name, function=name) for name in ("hybrid_recall_v7", "session_recall_v8", "hybrid_recall_v9",
                                                     "session_recall_v9", "hybrid_recall_v10",
                                                     "session_recall_v10", "hybrid_recall_v11",
-                                                    "session_recall_v11")}
+                                                    "session_recall_v11")} | {
+    # the session-start context with the question as its task, its default shares (Recent 0.3
+    # of the budget: the newest chunks, whatever the question)
+    name: Method(name, function=name) for name in ("auto_context", "auto_context_v10", "auto_context_v12")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
@@ -276,12 +286,15 @@ def _statement(method: Method, *, budget: bool = False) -> sql.Composed:
     n_tokens column (what a context at a budget is judged on)."""
     if method.function not in FUNCTIONS:
         raise ConfigError(f"unknown recall function {method.function!r}")
-    names = ["agent_id", "query_text", "query_embedding", "k", "as_of", *method.options]
-    if budget:
+    if method.context:
+        names = ["agent_id", "task_text", "task_embedding", "as_of", *method.options, "token_budget"]
+    else:
+        names = ["agent_id", "query_text", "query_embedding", "k", "as_of", *method.options]
+    if budget and not method.context:
         names.append("token_budget")
     args = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(sql.Identifier(n), sql.Placeholder(n)) for n in names)
-    columns = "session_id, message_ids, n_tokens, content" if budget else "session_id, message_ids"
+    columns = "session_id, message_ids, n_tokens, content" if budget or method.context else "session_id, message_ids"
     return sql.SQL("select {} from {}({})").format(
         sql.SQL(columns), sql.Identifier("recall", method.function), args)
 
@@ -293,6 +306,11 @@ def ask(conn: psycopg.Connection, method: Method, question: Question, embedding,
     params = {"agent_id": question.agent_id, "query_text": question.text if method.text else None,
               "query_embedding": embedding if method.embedding else None, "k": k,
               "as_of": question.as_of}
+    if method.context:
+        if token_budget is None:
+            raise ConfigError(f"{method.name} is asked at a token budget only")
+        params = {"agent_id": question.agent_id, "task_text": params["query_text"],
+                  "task_embedding": params["query_embedding"], "as_of": question.as_of}
     for name, value in method.options.items():
         params[name] = timedelta(days=value) if name == "half_life" and isinstance(value, (int, float)) else value
     if token_budget is not None:
@@ -349,13 +367,14 @@ def _percentile(values: list[float], p: float) -> float:
 def evaluate(conn: psycopg.Connection, questions: Sequence[Question], embeddings: Sequence,
              methods: Sequence[Method], *, ks: Sequence[int] = DEFAULT_KS,
              progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict[str, Any]:
-    """Ask every question with every method; the scores per method, overall and by category."""
+    """Ask every question with every method; the scores per method, overall and by category.
+    A context method (auto_context) has no ranking: it is left out here (evaluate_budgets)."""
     ks = sorted(set(ks))
     depth = max(max(ks), 20)
     dia_of = dict(conn.execute("select message_id, external_id from recall.messages").fetchall())
     keys = [f"recall@{k}" for k in ks] + ["all@10", "session_recall@5", "mrr"]
     results = {}
-    for method in methods:
+    for method in (m for m in methods if not m.context):
         statement = _statement(method)
         advance = progress(f"asking: {method.name}", len(questions)) if progress else None
         rows, times = [], []
@@ -584,7 +603,7 @@ def run(path: str | Path, *, dsn: str | None = None, ks: Sequence[int] = DEFAULT
             at_budget = evaluate_budgets(conn, dataset.questions, embeddings, methods, budgets,
                                          progress=progress, counter=embedder)
             for name, figures in at_budget.items():
-                scores[name]["budget"] = figures
+                scores.setdefault(name, {})["budget"] = figures
     if budgets and baselines:
         turns = single_turns(dataset, embedder, progress=progress)
         for name, figures in evaluate_baselines(dataset, embeddings, budgets, turns).items():

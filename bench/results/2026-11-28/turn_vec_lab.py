@@ -143,6 +143,7 @@ def setup_one_agent() -> None:
 
 
 ONE = Path("/tmp/rank-lab-one")
+LOG = HERE / "turn_vec_lab.jsonl"   # where evaluate writes (turn_arm_lab.py sets its own)
 
 
 def evaluate(specs: list[str]) -> None:
@@ -170,7 +171,7 @@ def evaluate(specs: list[str]) -> None:
             print(f"{'one ' if one else ''}{spec:50s} " + " ".join(f"{r:.3f}" for r in rec)
                   + f"  mh@1000 {mh:.3f}  tok " + "/".join(f"{x:.0f}" for x in tok)
                   + f"  ({secs:.0f} s)", flush=True)
-            with open(HERE / "turn_vec_lab.jsonl", "a") as f:
+            with open(LOG, "a") as f:
                 f.write(json.dumps({"spec": spec, "one_agent": one, "recall": rec, "tokens": tok, "multi_hop_1000": mh,
                                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                     "figures": got}) + "\n")

@@ -1,0 +1,129 @@
+"""Release v12: auto_context_v12 is v10's with the Related section filled as hybrid_recall_v11
+fills a token budget (recall._fill_v12: turn by turn, passages, skip and go on, the best unit
+trimmed), leaving out every message Pinned, Recent or Failures shows. The other sections are
+v10's; the stable name calls v12. (SQL logic: the hash embedder's vectors.)"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+from test_recall_v5 import AGENT, call, chat_url  # noqa: F401 (chat_url: a fixture)
+from test_recall_v7 import QUERIES, args_for, check_context
+
+AS_OF = "2026-03-05"
+BUDGETS = (20, 60, 150, 300, 600, 1500)
+
+
+@pytest.fixture
+def chat(chat_url):  # noqa: F811 (test_recall_v5's chat, fixtures by name)
+    with psycopg.connect(chat_url, autocommit=True) as conn:
+        register_vector(conn)
+        yield conn
+
+
+def context(conn, fn="auto_context_v12", task=None, **kw):
+    args = {"agent_id": AGENT, "as_of": AS_OF, **kw}
+    if task:
+        args |= {"task_text": task, "task_embedding": args_for(task)["query_embedding"]}
+    return call(conn, fn, **args)
+
+
+def section(rows, name):
+    return [r for r in rows if r["section"] == name]
+
+
+def test_the_stable_name_calls_v12_and_only_related_changes(chat):
+    related_differs = 0
+    for task in (None, *QUERIES):
+        for budget in BUDGETS:
+            for shares in ({}, {"recent_share": 0.6, "failure_share": 0.3}):
+                v10 = context(chat, "auto_context_v10", task, token_budget=budget, **shares)
+                v12 = context(chat, task=task, token_budget=budget, **shares)
+                assert context(chat, "auto_context", task, token_budget=budget, **shares) == v12
+                for name in ("pinned", "recent", "failures"):
+                    assert [(r["chunk_id"], r["content"], r["n_tokens"]) for r in section(v12, name)] == \
+                        [(r["chunk_id"], r["content"], r["n_tokens"]) for r in section(v10, name)], name
+                # the sections in v10's order: Pinned, Recent, Related, Failures
+                order = {"pinned": 0, "recent": 1, "related": 2, "failures": 3}
+                assert [order[r["section"]] for r in v12] == sorted(order[r["section"]] for r in v12)
+                related_differs += section(v12, "related") != section(v10, "related")
+    assert related_differs, "v12 changed no Related section: the test compares nothing"
+
+
+def test_within_the_budget_and_no_message_shown_twice(chat):
+    """The rows' n_tokens within token_budget, every message once over all sections (a turn
+    Recent shows is not in Related), Related's passages written and counted as hybrid_recall's."""
+    excluded = 0
+    for task in QUERIES:
+        for budget in BUDGETS:
+            for recent_share in (0.3, 0.6):
+                rows = context(chat, task=task, token_budget=budget, recent_share=recent_share)
+                assert rows
+                check_context(chat, rows, budget)
+                shown = {m for r in rows if r["section"] != "related" for m in r["message_ids"] or ()}
+                alone = context(chat, task=task, token_budget=budget, recent_share=0.0, failure_share=0.0)
+                related_alone = {m for r in alone for m in r["message_ids"] or ()}
+                excluded += bool(shown & related_alone)
+    assert excluded, "Recent never showed a turn Related would take: the exclusion is untested"
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_related_alone_is_hybrid_recall_v11s_context(chat, budget):
+    """Nothing pinned, no Recent or Failures share: Related is v11's fill of the same search
+    (k = max(60, budget / 25)) at the same budget, row for row."""
+    for task in QUERIES:
+        rows = context(chat, task=task, token_budget=budget, recent_share=0.0, failure_share=0.0)
+        v11 = call(chat, "hybrid_recall_v11", **args_for(task, k=max(60, budget // 25)),
+                   token_budget=budget, as_of=AS_OF)
+        assert rows and {r["section"] for r in rows} == {"related"}
+        keys = ("chunk_id", "content", "n_tokens", "message_ids", "cumulative_tokens", "metadata")
+        assert [tuple(r[k] for k in keys) for r in rows] == [tuple(r[k] for k in keys) for r in v11]
+
+
+def test_what_v10_leaves_unused_is_filled_and_the_best_trimmed_when_nothing_fits(chat):
+    task = "migration timeout orders table"
+    # 12 tokens: no whole chunk fits, v10 shows nothing; v12 a turn (of a pair) that fits
+    assert context(chat, "auto_context_v10", task, token_budget=12, recent_share=0.0) == []
+    rows = context(chat, task=task, token_budget=12, recent_share=0.0)
+    assert len(rows) == 1 and "trimmed_from_tokens" not in rows[0]["metadata"]
+    assert rows[0]["content"] == "Assistant: add a lock timeout to the orders migration"
+    assert 0 < rows[0]["n_tokens"] <= 12
+    # 3 tokens: not one turn fits; the best one trimmed to fit
+    rows = context(chat, task=task, token_budget=3, recent_share=0.0)
+    assert len(rows) == 1 and rows[0]["metadata"]["trimmed_from_tokens"] > 3 >= rows[0]["n_tokens"] > 0
+    # at every budget v12 uses at least as much of it as v10 (skip what does not fit, go on),
+    # unless it holds every message v10's Related holds (v10 pays the turns two overlapping
+    # windows share twice; v12 once)
+    more = 0
+    for budget in BUDGETS:
+        for t in QUERIES:
+            v10, v12 = (context(chat, fn, t, token_budget=budget) for fn in ("auto_context_v10", "auto_context_v12"))
+            used = [sum(r["n_tokens"] for r in rows) for rows in (v10, v12)]
+            held = {m for r in v12 for m in r["message_ids"] or ()}
+            assert used[1] >= used[0] or {m for r in section(v10, "related") for m in r["message_ids"]} <= held
+            more += used[1] > used[0]
+    assert more
+
+
+def test_a_pinned_memory_comes_first_and_its_budget_is_not_given_twice(chat):
+    with chat.transaction(force_rollback=True):
+        chat.execute("select recall.remember(%s, 'always run the orders migration with a lock timeout', "
+                     "pinned => true, embedding => %s)",
+                     [AGENT, args_for("orders migration lock timeout")["query_embedding"]])
+        for budget in (60, 300):   # (as of now: the memory is valid from now on)
+            v10 = context(chat, "auto_context_v10", "migration timeout orders table", token_budget=budget, as_of=None)
+            rows = context(chat, task="migration timeout orders table", token_budget=budget, as_of=None)
+            assert rows[0]["section"] == "pinned" and section(rows, "pinned") == section(v10, "pinned")
+            check_context(chat, rows, budget)
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"token_budget": -1}, "token_budget"),
+    ({"recent_share": 0.8, "failure_share": 0.4}, "recent_share"),
+    ({"all_projects": None}, "all_projects"),
+])
+def test_bad_arguments_are_v10s_errors(chat, args, message):
+    for fn in ("auto_context_v10", "auto_context_v12"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            context(chat, fn, "docker image", **args)
