@@ -16,6 +16,9 @@ add, per turn:
 - ``sib``: - sib x (the turn's place among the turns of its best chunk, by value, - 1): the best
   turn of each chunk first, its neighbours after (a list question's evidence is one turn in each
   of many chunks; the fill took whole top chunks, three non-evidence turns each)
+- ``cb`` (``cbrel``): each chunk's score + cb x its best turn's cosine (minus its own)
+- ``rr`` / ``rc``: + rr x rc / (rc + the turn's rank by its own cosine among the candidates'
+  turns - 1): a rank-based bonus (reciprocal rank, as RRF fuses), whatever the cosines' scale
 
     python turn_arm_lab.py eval hybrid_recall_v11 'lab_hr12:{"plain": 0.3, "gate": true}' ...
     LAB=one python turn_arm_lab.py eval ...      # every conversation in one agent
@@ -40,7 +43,7 @@ def lab_sql() -> str:
     fill = v11[start:end].replace("recall._fill_v11(", "recall.lab_fill12(")
     fill = fill.replace("p_speaker_weight float8)",
                         "p_speaker_weight float8, p_plain float8, p_gate boolean, p_prev float8,"
-                        " p_next float8, p_sib float8, p_cb float8, p_cbrel boolean)")
+                        " p_next float8, p_sib float8, p_cb float8, p_cbrel boolean, p_rr float8, p_rc float8)")
     # cb: each chunk of the pool valued also by its best turn's cosine (a chunk is as near the
     # question as its nearest turn: a window diluted by three other turns is not pushed down)
     old_pool = "select ch.chunk_id, ch.session_id, ch.kind, ch.n_tokens, ch.message_ids, ch.tsv, x.score, x.ord,"
@@ -68,6 +71,8 @@ def lab_sql() -> str:
     new = ("             + case when nm.who is not null then p_speaker_weight else 0 end\n"
            "             + case when not p_gate or nm.who is not null or not exists (select from named)\n"
            "                    then coalesce(p_plain * t.cos, 0) else 0 end\n"
+           "             + case when p_rr > 0 then p_rr * p_rc / (p_rc + (select count(*) from turns t2"
+           " where t2.cos > t.cos)) else 0 end\n"
            "             + case when p_prev > 0 then coalesce(p_prev * greatest(t.score, 0) * (select t2.cos from turns t2"
            " where t2.session_id = t.session_id and t2.seq = t.seq - 1), 0) else 0 end\n"
            "             + case when p_next > 0 then coalesce(p_next * greatest(t.score, 0) * (select t2.cos from turns t2"
@@ -80,13 +85,13 @@ def lab_sql() -> str:
     hr = hr.replace("turn_speaker_weight float8     default 0.2)",
                     "turn_speaker_weight float8     default 0.2,\n  plain float8 default 0, gate boolean default false,"
                     " prev float8 default 0, next float8 default 0, sib float8 default 0,"
-                    " cb float8 default 0, cbrel boolean default false)")
+                    " cb float8 default 0, cbrel boolean default false, rr float8 default 0, rc float8 default 10)")
     hr = hr.replace("recall._fill_v11(hybrid_recall_v11.agent_id,", "recall.lab_fill12(lab_hr12.agent_id,")
     hr = hr.replace("query_embedding, turn_vector_weight, turn_speaker_weight) f",
                     "query_embedding, turn_vector_weight, turn_speaker_weight, plain, gate, prev, next, sib, cb,"
-                    " cbrel) f")
+                    " cbrel, rr, rc) f")
     hr = hr.replace("hybrid_recall_v11.", "lab_hr12.")
-    assert "lab_fill12(lab_hr12" in hr and "cbrel) f" in hr, "v11's text moved"
+    assert "lab_fill12(lab_hr12" in hr and "cbrel, rr, rc) f" in hr, "v11's text moved"
     # every older signature of the scratch functions dropped (a call by name would be ambiguous)
     drop = ("do $d$ declare f regprocedure; begin for f in select p.oid::regprocedure from pg_proc p"
             " where p.proname in ('lab_fill12', 'lab_hr12') loop execute 'drop function ' || f; end loop;"
