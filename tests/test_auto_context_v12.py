@@ -1,7 +1,8 @@
-"""Release v12: auto_context_v12 is v10's with the Related section filled as hybrid_recall_v11
+"""Release v12: auto_context_v12 is v10's with Recent and Related filled as hybrid_recall_v11
 fills a token budget (recall._fill_v12: turn by turn, passages, skip and go on, the best unit
-trimmed), leaving out every message Pinned, Recent or Failures shows. The other sections are
-v10's; the stable name calls v12. (SQL logic: the hash embedder's vectors.)"""
+trimmed): Recent over v10's newest chunks by recency, Related over v10's related chunks leaving
+out every message Pinned, Recent or Failures shows; a failure Recent shows in full is left out.
+Pinned is v10's; the stable name calls v12. (SQL logic: the hash embedder's vectors.)"""
 
 from __future__ import annotations
 
@@ -33,22 +34,63 @@ def section(rows, name):
     return [r for r in rows if r["section"] == name]
 
 
-def test_the_stable_name_calls_v12_and_only_related_changes(chat):
-    related_differs = 0
+def test_the_stable_name_calls_v12_and_pinned_is_v10s(chat):
+    changed = {"recent": 0, "related": 0}
+    left_out = 0
     for task in (None, *QUERIES):
         for budget in BUDGETS:
             for shares in ({}, {"recent_share": 0.6, "failure_share": 0.3}):
                 v10 = context(chat, "auto_context_v10", task, token_budget=budget, **shares)
                 v12 = context(chat, task=task, token_budget=budget, **shares)
                 assert context(chat, "auto_context", task, token_budget=budget, **shares) == v12
-                for name in ("pinned", "recent", "failures"):
-                    assert [(r["chunk_id"], r["content"], r["n_tokens"]) for r in section(v12, name)] == \
-                        [(r["chunk_id"], r["content"], r["n_tokens"]) for r in section(v10, name)], name
+                assert section(v12, "pinned") == section(v10, "pinned")
+                # a failure (or resolution) Recent shows in full is left out; the others are v10's
+                recent = {m for r in section(v12, "recent") for m in r["message_ids"]}
+                for r in section(v12, "failures"):
+                    assert not (r["message_ids"] and set(r["message_ids"]) <= recent)
+                kept = {r["chunk_id"] for r in section(v12, "failures")}
+                left_out += sum(r["chunk_id"] not in kept and set(r["message_ids"]) <= recent
+                                for r in section(v10, "failures"))
                 # the sections in v10's order: Pinned, Recent, Related, Failures
                 order = {"pinned": 0, "recent": 1, "related": 2, "failures": 3}
                 assert [order[r["section"]] for r in v12] == sorted(order[r["section"]] for r in v12)
-                related_differs += section(v12, "related") != section(v10, "related")
-    assert related_differs, "v12 changed no Related section: the test compares nothing"
+                for name in changed:
+                    changed[name] += section(v12, name) != section(v10, name)
+    assert all(changed.values()), f"v12 changed no {changed} section: the test compares nothing"
+    assert left_out, "no failure of v10's was shown by v12's Recent: the rule is untested"
+
+
+def test_without_recent_the_failures_are_v10s(chat):
+    seen = 0
+    for task in (None, *QUERIES):
+        for budget in BUDGETS:
+            args = {"token_budget": budget, "recent_share": 0.0, "failure_share": 0.5}
+            v10 = section(context(chat, "auto_context_v10", task, **args), "failures")
+            v12 = section(context(chat, task=task, **args), "failures")
+            assert [(r["chunk_id"], r["content"], r["n_tokens"]) for r in v12] == \
+                [(r["chunk_id"], r["content"], r["n_tokens"]) for r in v10]
+            seen += len(v12)
+    assert seen
+
+
+def test_recent_is_the_newest_turns_each_once(chat):
+    """Recent: the fill over v10's twenty newest chunks, newest first, with their recency as
+    score: each turn once (the chat's windows overlap), adjacent turns one passage, within
+    recent_share of the budget; it holds the newest turns v10's Recent holds, and more."""
+    smaller = 0
+    for budget in (60, 150, 300, 600, 1500, 10000):   # (10000: down to the chat's windows)
+        v10 = section(context(chat, "auto_context_v10", token_budget=budget, recent_share=0.6), "recent")
+        rows = section(context(chat, token_budget=budget, recent_share=0.6), "recent")
+        held = [m for r in rows for m in r["message_ids"]]
+        assert len(held) == len(set(held)) and sum(r["n_tokens"] for r in rows) <= 0.6 * budget
+        shown_by_v10 = [m for r in v10 for m in r["message_ids"]]
+        assert held and len(set(held)) >= len(set(shown_by_v10))
+        smaller += len(shown_by_v10) > len(set(shown_by_v10)) or not v10   # a turn twice, or nothing
+        newest = chat.execute("select max(message_id) from recall.messages m join recall.chunks c "
+                              "on m.message_id = any (c.message_ids) where c.chunk_id = any (%s)",
+                              [[r["chunk_id"] for r in v10] or [0]]).fetchone()[0]
+        assert newest is None or newest in held
+    assert smaller, "v10's Recent never paid a turn twice nor showed nothing: the test compares nothing"
 
 
 def test_within_the_budget_and_no_message_shown_twice(chat):

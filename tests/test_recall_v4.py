@@ -159,12 +159,12 @@ def test_auto_context_v4_equals_v3_without_memories(shop, case):
         v12, _ = call(shop, "auto_context_v12", **args)
     assert v3
     assert [r[:15] for r in v4] == v3
-    # the stable name calls v12: v4's rows but for its Related section, filled turn by turn
-    # (tests/test_auto_context_v12.py)
+    # the stable name calls v12: v4's rows but for its Recent and Related sections, filled
+    # turn by turn (tests/test_auto_context_v12.py)
     assert stable == v12
     # (the running token totals, column 11, follow the Related section's)
-    assert [r[:11] + r[12:] for r in stable if r[14] != "related"] == \
-        [r[:11] + r[12:] for r in v4 if r[14] != "related"]
+    assert [r[:11] + r[12:] for r in stable if r[14] not in ("recent", "related")] == \
+        [r[:11] + r[12:] for r in v4 if r[14] not in ("recent", "related")]
     assert cols[14] == "section" and cols[15:] == ["memory_id", "agent_id", "session_title", "role",
                                                    "memory_kind"]
 

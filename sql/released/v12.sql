@@ -1,23 +1,24 @@
--- sql/released/v12.sql: release 12: auto_context_v12: v10's with the Related section filled turn
--- by turn as hybrid_recall_v11 fills a token budget. Never edit: the file's SHA-256 is pinned in
+-- sql/released/v12.sql: release 12: auto_context_v12: v10's with the Recent and Related sections
+-- filled turn by turn as hybrid_recall_v11 fills a token budget. Never edit: the file's SHA-256 is pinned in
 -- sql/frozen.txt and `make lint` (python -m pyrecall._sqlcheck) fails when it changes or when a
 -- function here reaches one that is neither in this file, an older release, shared.sql nor
 -- sql/released/shared.txt. sql/README.md says how a new version is released.
 --
 -- Why (issue 19): auto_context is the context an agent is given without asking (the
--- SessionStart hook, `pyrecall context`, the MCP server's context tool), yet its Related
--- section was filled as hybrid_recall_v3 filled a budget: whole chunks best first, stopping at
--- the first that did not fit; a chat window pays for four turns to show the one that answers.
--- Releases 7-11 fill hybrid_recall's and session_recall's budgets turn by turn (measured on
--- the LoCoMo dev split at equal token budgets, docs/BENCHMARKS.md); auto_context did not use
--- it. v12's Related: the same related chunks and scores as v10 (hybrid recall v10's search for
--- the task or the latest work), given best first to v11's fill with its defaults (turn words
--- 0.2, turn vector 0.4, speaker 0.2), within what Pinned, Recent and Failures leave.
+-- SessionStart hook, `pyrecall context`, the MCP server's context tool), yet its Recent and
+-- Related sections were filled as hybrid_recall_v3 filled a budget: whole chunks best first,
+-- stopping at the first that did not fit; a chat window pays for four turns to show the one
+-- that answers, and Recent's overlapping windows showed each turn of a chat twice. Releases
+-- 7-11 fill hybrid_recall's and session_recall's budgets turn by turn (measured on the LoCoMo
+-- dev split at equal token budgets, docs/BENCHMARKS.md); auto_context did not use it. v12
+-- gives Related's chunks (v10's, the same scores) best first to v11's fill with its defaults
+-- (turn words 0.2, turn vector 0.4, speaker 0.2), and Recent's (v10's twenty newest) newest
+-- first, each within what the sections before it leave.
 --
 -- recall._fill_v12 is recall._fill_v11 (release 11; hybrid_recall_v7's COMMENT gives the
--- contract) with one more argument, p_shown: messages the context shows already (Pinned,
--- Recent, Failures), whose turns the fill leaves out, and the chunks holding one of them.
--- Everything else of auto_context (sections, shares, errors, security, Citus) is v10's.
+-- contract) with one more argument, p_shown: messages the context shows already, whose turns
+-- the fill leaves out, and the chunks holding one of them. Everything else of auto_context
+-- (Pinned, Failures, shares, errors, security, Citus) is v10's.
 
 -- _fill_v12: recall._fill_v11 leaving out the messages p_shown (see above)
 create or replace function recall._fill_v12(p_agent_id text, p_ids bigint[], p_scores float8[],
@@ -312,10 +313,16 @@ declare
   pinned_tokens bigint;
   budget_left bigint;
   related_rows recall.recall_row_v4[];
-  -- the rows of Pinned, Recent and Failures, in their order, and the messages they show
+  -- the rows of Pinned and Failures, in their order, and the messages the context shows
   k_chunk bigint[]; k_section text[]; k_score float8[]; k_grp bigint[]; k_sub int[];
   k_res bigint[]; k_tokens int[];
+  failure_chunks bigint[];
   shown_msgs bigint[];
+  -- Recent's candidates (the newest chunks, newest first), what the fill took, and what it shows
+  rec_ids bigint[]; rec_scores float8[];
+  recent_filled jsonb;
+  recent_msgs bigint[];
+  recent_whole bigint[];          -- the chunks it shows whole
   related_left int;
   -- Related's ranking (the chunks the fill may take from, best first) and what the fill took
   rel_ids bigint[]; rel_scores float8[];
@@ -401,45 +408,86 @@ begin
       p_labels => false) h;
   end if;
 
-  -- Pinned, Recent and Failures (v10's), kept in arrays: Related is filled after them, turn by
-  -- turn, from what they leave of the budget and of the messages
-  select array_agg(k.chunk_id order by k.ord), array_agg(k.section order by k.ord),
-         array_agg(k.score order by k.ord), array_agg(k.grp_id order by k.ord),
-         array_agg(k.sub order by k.ord), array_agg(k.resolution_of order by k.ord),
-         array_agg(k.n_tokens order by k.ord)
+  -- Pinned (v10's), kept in arrays with Failures below: Recent and Related are filled turn by
+  -- turn around them, each from what the sections before it leave of the budget and of the
+  -- messages (no message shown twice)
+  select array_agg(p.chunk_id order by p.ord), array_agg('pinned'::text order by p.ord),
+         array_agg(p.score order by p.ord), array_agg(p.chunk_id order by p.ord),
+         array_agg(0 order by p.ord), array_agg(null::bigint order by p.ord),
+         array_agg(p.n_tokens order by p.ord)
     into k_chunk, k_section, k_score, k_grp, k_sub, k_res, k_tokens
+  from (select x.chunk_id, x.score, x.n_tokens, row_number() over (order by x.score desc, x.chunk_id desc) as ord
+        from (select c.chunk_id, c.importance::float8 as score, c.n_tokens,
+                     sum(c.n_tokens) over (order by c.importance desc, c.created_at desc, c.chunk_id desc
+                                           rows unbounded preceding) as run
+              from recall.chunks c
+              where c.agent_id = auto_context_v12.agent_id and c.kind = 'memory' and c.pinned
+                and (c.valid_until is null or c.valid_until > auto_context_v12.as_of)
+                and (auto_context_v12.as_of is null or c.valid_from <= auto_context_v12.as_of)
+                and (auto_context_v12.project is null or not c.metadata ? 'project'
+                     or c.metadata->>'project' = auto_context_v12.project)) x
+        where x.run <= token_budget) p;
+  select array_agg(distinct u.id) into shown_msgs
+  from recall.chunks c
+  cross join lateral unnest(c.message_ids) as u(id)
+  where c.agent_id = auto_context_v12.agent_id and c.chunk_id = any (coalesce(k_chunk, '{}'));
+
+  -- Recent: the newest conversation chunks of this project and branch (v10's twenty), newest
+  -- first, given to the fill with their recency as score and no query: their turns newest
+  -- chunk first (a chat's overlapping windows shown once, adjacent turns one passage), whole
+  -- chunks otherwise; what does not fit skipped, the newest trimmed when not one fits
+  select array_agg(r.chunk_id order by r.score desc, r.chunk_id desc),
+         array_agg(r.score order by r.score desc, r.chunk_id desc)
+    into rec_ids, rec_scores
+  from (select c.chunk_id,
+               recall._recency(extract(epoch from now_ts - c.created_at)::float8, 7 * 86400) as score
+        from recall.chunks c
+        where c.agent_id = auto_context_v12.agent_id
+          and c.metadata @> scope
+          and c.kind in ('turn_pair', 'window', 'message', 'summary')
+          and (exclude_session_id is null or c.session_id <> exclude_session_id)
+        order by c.created_at desc, c.chunk_id desc
+        limit 20) r;
+  if rec_ids is not null and floor(budget_left * recent_share) >= 1 then
+    select jsonb_agg(to_jsonb(f) order by f.pos) into recent_filled
+    from recall._fill_v12(auto_context_v12.agent_id, rec_ids, rec_scores,
+                          floor(budget_left * recent_share)::int, null, 0, null, 0, 0, shown_msgs) f;
+  end if;
+  -- what Recent shows: its passages' messages, and its whole chunks' (read by id: the fill's
+  -- rows read into arrays first, a Citus cluster cannot join a function of a variable with a table)
+  select coalesce(array_agg(x.id) filter (where x.id is not null), '{}'),
+         coalesce(array_agg(x.chunk_id) filter (where x.id is null), '{}')
+    into recent_msgs, recent_whole
+  from (select jsonb_array_elements_text(f.value->'message_ids')::bigint as id, null::bigint as chunk_id
+        from jsonb_array_elements(coalesce(recent_filled, '[]')) f
+        where jsonb_typeof(f.value->'message_ids') = 'array'
+        union all
+        select null, (f.value->>'chunk_id')::bigint
+        from jsonb_array_elements(coalesce(recent_filled, '[]')) f
+        where jsonb_typeof(f.value->'message_ids') <> 'array') x;
+  select recent_msgs || coalesce(array_agg(u.id), '{}') into recent_msgs
+  from recall.chunks c
+  cross join lateral unnest(c.message_ids) as u(id)
+  where c.agent_id = auto_context_v12.agent_id and c.chunk_id = any (recent_whole);
+  shown_msgs := coalesce(shown_msgs, '{}') || recent_msgs;
+
+  -- Failures (v10's): what went wrong before, each followed by what the agent concluded from
+  -- it, within their share of budget_left; a failure or resolution Recent shows (the chunk, or
+  -- every message of it: v10 left out the chunks Recent showed) is left out
+  select k_chunk || coalesce(array_agg(k.chunk_id order by k.ord), '{}'),
+         k_section || coalesce(array_agg(k.section order by k.ord), '{}'),
+         k_score || coalesce(array_agg(k.score order by k.ord), '{}'),
+         k_grp || coalesce(array_agg(k.grp_id order by k.ord), '{}'),
+         k_sub || coalesce(array_agg(k.sub order by k.ord), '{}'),
+         k_res || coalesce(array_agg(k.resolution_of order by k.ord), '{}'),
+         k_tokens || coalesce(array_agg(k.n_tokens order by k.ord), '{}'),
+         coalesce(array_agg(k.chunk_id), '{}')
+    into k_chunk, k_section, k_score, k_grp, k_sub, k_res, k_tokens, failure_chunks
   from (
     with
-    -- Pinned (see above)
-    pinned_kept as (
-      select x.chunk_id, 'pinned'::text as section, x.score, x.chunk_id as grp_id, 0 as sub,
-             null::bigint as resolution_of, x.n_tokens
-      from (select c.chunk_id, c.importance::float8 as score, c.n_tokens,
-                   sum(c.n_tokens) over (order by c.importance desc, c.created_at desc, c.chunk_id desc
-                                         rows unbounded preceding) as run
-            from recall.chunks c
-            where c.agent_id = auto_context_v12.agent_id and c.kind = 'memory' and c.pinned
-              and (c.valid_until is null or c.valid_until > auto_context_v12.as_of)
-              and (auto_context_v12.as_of is null or c.valid_from <= auto_context_v12.as_of)
-              and (auto_context_v12.project is null or not c.metadata ? 'project'
-                   or c.metadata->>'project' = auto_context_v12.project)) x
-      where x.run <= token_budget
-    ),
-    -- Recent: the newest conversation chunks of this project and branch
-    recent as (
-      select c.chunk_id, 'recent'::text as section,
-             recall._recency(extract(epoch from now_ts - c.created_at)::float8, 7 * 86400) as score
-      from recall.chunks c
-      where c.agent_id = auto_context_v12.agent_id
-        and c.metadata @> scope
-        and c.kind in ('turn_pair', 'window', 'message', 'summary')
-        and (exclude_session_id is null or c.session_id <> exclude_session_id)
-      order by c.created_at desc, c.chunk_id desc
-      limit 20
-    ),
-    -- Failures to avoid: what went wrong before, most relevant (then newest) first ...
+    -- what went wrong before, most relevant (then newest) first ...
     failed as (
-      select c.chunk_id, c.session_id,
+      select c.chunk_id, c.session_id, c.message_ids,
              coalesce(recall._similarity(c.embedding, related_embedding), 0)
              + 0.2 * recall._recency(extract(epoch from now_ts - c.created_at)::float8, 30 * 86400) as score,
              (select max(m.seq) from recall.messages m
@@ -449,16 +497,16 @@ begin
         and c.metadata @> scope
         and (exclude_session_id is null or c.session_id <> exclude_session_id)
         and recall._is_failure(c.kind, c.content, c.metadata)
-      order by 3 desc, c.chunk_id desc
+      order by 4 desc, c.chunk_id desc
       limit 10
     ),
     -- ... each followed by what the agent concluded from it: the first thinking or text of the
     -- assistant after it in its session (itself no failure)
     resolutions as (
-      select f.chunk_id as failure_id, r.chunk_id, f.score
+      select f.chunk_id as failure_id, r.chunk_id, r.message_ids, f.score
       from failed f
       cross join lateral (
-        select c.chunk_id
+        select c.chunk_id, c.message_ids
         from recall.chunks c
         cross join lateral unnest(c.message_ids) as u(message_id)
         join recall.messages m on m.message_id = u.message_id
@@ -469,29 +517,20 @@ begin
         order by m.seq, c.part
         limit 1) r
     ),
-    -- the sections after Pinned are filled one after the other, each from what the ones before
-    -- left of budget_left: Recent within its share ...
-    recent_kept as (
-      select x.*
-      from (select r.chunk_id, r.section, r.score, r.chunk_id as grp_id, 0 as sub,
-                   null::bigint as resolution_of, c.n_tokens,
-                   sum(c.n_tokens) over (order by r.score desc, r.chunk_id desc
-                                         rows unbounded preceding) as run
-            from recent r
-            join recall.chunks c on c.agent_id = auto_context_v12.agent_id and c.chunk_id = r.chunk_id) x
-      where x.run <= budget_left * recent_share
-    ),
-    -- ... then Failures: each failure followed by its resolution (unless Recent shows it) ...
     failure_rows as (
       select f.chunk_id, 'failures'::text as section, f.score, f.chunk_id as grp_id, 0 as sub,
              null::bigint as resolution_of
       from failed f
-      where f.chunk_id not in (select chunk_id from recent_kept)
+      where not (f.chunk_id = any (recent_whole)
+                 or cardinality(f.message_ids) > 0 and f.message_ids <@ recent_msgs)
       union all
       (select distinct on (r.chunk_id) r.chunk_id, 'failures', r.score, r.failure_id, 1, r.failure_id
        from resolutions r
-       where r.chunk_id not in (select chunk_id from recent_kept)
-         and r.failure_id not in (select chunk_id from recent_kept)
+       join failed f on f.chunk_id = r.failure_id
+       where not (r.chunk_id = any (recent_whole)
+                  or cardinality(r.message_ids) > 0 and r.message_ids <@ recent_msgs)
+         and not (f.chunk_id = any (recent_whole)
+                  or cardinality(f.message_ids) > 0 and f.message_ids <@ recent_msgs)
          and r.chunk_id not in (select chunk_id from failed)
        order by r.chunk_id, r.score desc)
     ),
@@ -504,31 +543,25 @@ begin
             join recall.chunks c on c.agent_id = auto_context_v12.agent_id and c.chunk_id = f.chunk_id) x
       where x.run <= budget_left * failure_share
     )
-    select p.chunk_id, p.section, p.score, p.grp_id, p.sub, p.resolution_of, p.n_tokens,
-           row_number() over (order by p.score desc, p.chunk_id desc) as ord
-    from pinned_kept p
-    union all
-    select r.chunk_id, r.section, r.score, r.grp_id, r.sub, r.resolution_of, r.n_tokens,
-           100000 + row_number() over (order by r.score desc, r.grp_id desc, r.sub)
-    from recent_kept r
-    union all
     select f.chunk_id, f.section, f.score, f.grp_id, f.sub, f.resolution_of, f.n_tokens,
-           200000 + row_number() over (order by f.score desc, f.grp_id desc, f.sub)
+           row_number() over (order by f.score desc, f.grp_id desc, f.sub) as ord
     from failures_kept f
   ) k;
+  select shown_msgs || coalesce(array_agg(u.id), '{}') into shown_msgs
+  from recall.chunks c
+  cross join lateral unnest(c.message_ids) as u(id)
+  where c.agent_id = auto_context_v12.agent_id and c.chunk_id = any (failure_chunks);
 
   -- ... then Related, within the rest of the budget: v11's fill (recall._fill_v12: each turn of
   -- the ranked chat chunks valued by its chunk's score, its own words, its own vector and its
   -- speaker; adjacent turns one passage; skip what does not fit and go on; the best unit trimmed
   -- when not one fits) over the related chunks, best first, leaving out every message Pinned,
   -- Recent or Failures shows (a turn is paid for once, a code block of a shown message left out)
-  select array_agg(distinct u.id) into shown_msgs
-  from recall.chunks c
-  cross join lateral unnest(c.message_ids) as u(id)
-  where c.agent_id = auto_context_v12.agent_id and c.chunk_id = any (coalesce(k_chunk, '{}'));
   related_left := greatest(budget_left
+                           - coalesce((select sum((f.value->>'n_tokens')::int)
+                                       from jsonb_array_elements(coalesce(recent_filled, '[]')) f), 0)
                            - coalesce((select sum(x.t) from unnest(k_section, k_tokens) as x(s, t)
-                                       where x.s <> 'pinned'), 0), 0)::int;
+                                       where x.s = 'failures'), 0), 0)::int;
   -- Related: the search's rows (then from other sessions than the latest, which Recent shows,
   -- when there is no task), in the project when one is given (with the memories of no project),
   -- agent-wide with all_projects. What the repository itself holds (files read, written or
@@ -540,7 +573,7 @@ begin
   from (select h.chunk_id, h.score * case when h.kind = 'tool' then 0.8 else 1 end as score
         from unnest(related_rows) as h
         where h.session_id is distinct from latest
-          and not (h.chunk_id = any (coalesce(k_chunk, '{}')))
+          and not (h.chunk_id = any (coalesce(k_chunk, '{}') || recent_whole))
           and not (h.kind = 'tool' and h.metadata->>'tool_name' in
                    ('Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'NotebookRead', 'Glob',
                     'Grep', 'LS'))) x;
@@ -553,26 +586,31 @@ begin
   return query
   with
   kept as (
-    select k.*, case k.section when 'pinned' then 0 when 'recent' then 1 else 3 end as sec,
-           null::int as rel_pos, null::text as body, null::int as body_tokens,
+    select k.*, case k.section when 'pinned' then 0 else 3 end as sec,
+           null::int as fill_pos, null::text as body, null::int as body_tokens,
            null::bigint[] as body_ids, null::jsonb as extra
     from unnest(k_chunk, k_section, k_score, k_grp, k_sub, k_res)
          as k(chunk_id, section, score, grp_id, sub, resolution_of)
   ),
-  related_kept as (
-    select f.chunk_id, 'related'::text as section, s.score, f.chunk_id as grp_id, 0 as sub,
-           null::bigint as resolution_of, 2 as sec, f.pos as rel_pos, f.content as body,
+  -- Recent's and Related's rows: the fills' passages and whole chunks, in their order, each
+  -- with the score of its chunk (recency; the related score)
+  fills as (
+    select f.chunk_id, x.section, s.score, f.chunk_id as grp_id, 0 as sub,
+           null::bigint as resolution_of, x.sec, f.pos as fill_pos, f.content as body,
            f.n_tokens as body_tokens, f.message_ids as body_ids,
            jsonb_strip_nulls(jsonb_build_object('merged_chunk_ids', f.merged,
                                                 'trimmed_from_tokens', f.trimmed_from)) as extra
-    from jsonb_to_recordset(coalesce(filled, '[]')) as f(chunk_id bigint, pos int, content text,
-                                                          n_tokens int, message_ids bigint[],
-                                                          merged jsonb, trimmed_from int)
-    join unnest(rel_ids, rel_scores) as s(chunk_id, score) on s.chunk_id = f.chunk_id
+    from (values ('recent'::text, 1, coalesce(recent_filled, '[]'), rec_ids, rec_scores),
+                 ('related', 2, coalesce(filled, '[]'), rel_ids, rel_scores))
+         as x(section, sec, rows_, ids, scores)
+    cross join lateral jsonb_to_recordset(x.rows_) as f(chunk_id bigint, pos int, content text,
+                                                        n_tokens int, message_ids bigint[],
+                                                        merged jsonb, trimmed_from int)
+    join lateral unnest(x.ids, x.scores) as s(chunk_id, score) on s.chunk_id = f.chunk_id
   ),
   ordered as (
-    select k.*, row_number() over (order by k.sec, k.rel_pos, k.score desc, k.grp_id desc, k.sub) as pos
-    from (select * from kept union all select * from related_kept) k
+    select k.*, row_number() over (order by k.sec, k.fill_pos, k.score desc, k.grp_id desc, k.sub) as pos
+    from (select * from kept union all select * from fills) k
   )
   select c.chunk_id, c.session_id, c.kind, coalesce(o.body, c.content), c.created_at, o.score,
          recall._similarity(c.embedding, related_embedding),
@@ -603,19 +641,28 @@ $$;
 
 comment on function recall.auto_context_v12 is $c$
 auto_context v12: recall.auto_context_v10 (see its comment and v6's, v4's: sections pinned,
-recent, related, failures, budget shares, rows, security) with the Related section filled as
-hybrid_recall_v11 fills a token budget: v10 took whole related chunks best first and stopped at
-the first that did not fit; v12 gives the related chunks, best first (scores as v10's: tool
-input/output 0.8, file tools and, without a task, the latest session left out), to v11's fill
-(recall._fill_v12): each turn of a chat chunk valued by its chunk's score plus 0.2 x the share
-of the related query's word weight its own words hold plus 0.4 x the cosine of its own vector to
-the related embedding x that score plus 0.2 when a word of the query names its speaker; other
-chunks (code, tool calls, memories, thinking) whole; units taken best first while they fit in
-what Pinned, Recent and Failures leave of token_budget (skip and go on; the best unit alone
-trimmed when not one fits). A Related row is a passage: adjacent turns of a session joined
-("Speaker: text", under the date line of a chat window), its n_tokens, message_ids (seq order)
-and metadata.merged_chunk_ids (the chunks whose turns it holds) are the passage's; its chunk_id,
-score and other columns the best chunk's that gave it its best turn. No message is shown twice:
-a turn Pinned, Recent or Failures shows is left out of Related, and so is a chunk holding one.
-Related rows come in the order of their best unit. Same arguments, errors and other sections as v10.
+recent, related, failures, budget shares, rows, security) with Recent and Related filled as
+hybrid_recall_v11 fills a token budget (recall._fill_v12), where v10 took whole chunks best first
+and stopped at the first that did not fit.
+Recent: v10's candidates (the twenty newest conversation chunks of the project and branch),
+newest first with their recency as score and no query, within recent_share of what Pinned
+leaves: the turns of the newest chunks, each once (a chat's overlapping windows), adjacent turns
+one passage; other chunks (summaries) whole; what does not fit skipped; the newest unit trimmed
+when not one fits.
+Failures: v10's, leaving out a failure or resolution Recent shows (the chunk, or every message
+of it), within failure_share.
+Related: v10's related chunks and scores (tool input/output 0.8, file tools and, without a task,
+the latest session left out), best first, within what the sections before leave: each turn of a
+chat chunk valued by its chunk's score plus 0.2 x the share of the related query's word weight
+its own words hold plus 0.4 x the cosine of its own vector to the related embedding x that score
+plus 0.2 when a word of the query names its speaker; other chunks (code, tool calls, memories,
+thinking) whole; skip and go on; the best unit alone trimmed when not one fits. A message
+Pinned, Recent or Failures shows is not in Related (nor a chunk holding one).
+A Recent or Related row is a passage or a whole chunk: a passage's content ("Speaker: text"
+turns, under the date line of a chat window), n_tokens, message_ids (seq order) and
+metadata.merged_chunk_ids (the chunks whose turns it holds) are its own; its chunk_id, score and
+other columns those of the chunk that gave it its best turn (two passages may share a chunk_id);
+metadata.trimmed_from_tokens on a trimmed unit. Rows in v10's section order (Pinned, Recent,
+Related, Failures), within a filled section in the order of their best unit. The sum of n_tokens
+never exceeds token_budget. Same arguments and errors as v10.
 $c$;
