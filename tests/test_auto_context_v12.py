@@ -75,14 +75,22 @@ def test_without_recent_the_failures_are_v10s(chat):
 
 def test_recent_is_the_newest_turns_each_once(chat):
     """Recent: the fill over v10's twenty newest chunks, newest first, with their recency as
-    score: each turn once (the chat's windows overlap), adjacent turns one passage, within
-    recent_share of the budget; it holds the newest turns v10's Recent holds, and more."""
-    smaller = 0
+    score: a chat's turns each once (its windows overlap), adjacent turns one passage, turn
+    pairs whole, within recent_share of the budget; it holds the newest turns v10's Recent
+    holds, and more."""
+    smaller = pairs = 0
     for budget in (60, 150, 300, 600, 1500, 10000):   # (10000: down to the chat's windows)
         v10 = section(context(chat, "auto_context_v10", token_budget=budget, recent_share=0.6), "recent")
         rows = section(context(chat, token_budget=budget, recent_share=0.6), "recent")
         held = [m for r in rows for m in r["message_ids"]]
         assert len(held) == len(set(held)) and sum(r["n_tokens"] for r in rows) <= 0.6 * budget
+        # a turn pair whole (a question with its answer), unless it alone is trimmed to fit
+        for r in rows:
+            if r["kind"] == "turn_pair" and "trimmed_from_tokens" not in r["metadata"]:
+                pairs += 1
+                assert "merged_chunk_ids" not in r["metadata"] and len(r["message_ids"]) == 2
+                assert r["content"] == chat.execute("select content from recall.chunks where chunk_id = %s",
+                                                    [r["chunk_id"]]).fetchone()[0]
         shown_by_v10 = [m for r in v10 for m in r["message_ids"]]
         assert held and len(set(held)) >= len(set(shown_by_v10))
         smaller += len(shown_by_v10) > len(set(shown_by_v10)) or not v10   # a turn twice, or nothing
@@ -91,6 +99,7 @@ def test_recent_is_the_newest_turns_each_once(chat):
                               [[r["chunk_id"] for r in v10] or [0]]).fetchone()[0]
         assert newest is None or newest in held
     assert smaller, "v10's Recent never paid a turn twice nor showed nothing: the test compares nothing"
+    assert pairs, "Recent showed no turn pair"
 
 
 def test_within_the_budget_and_no_message_shown_twice(chat):

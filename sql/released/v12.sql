@@ -16,15 +16,18 @@
 -- first, each within what the sections before it leave.
 --
 -- recall._fill_v12 is recall._fill_v11 (release 11; hybrid_recall_v7's COMMENT gives the
--- contract) with one more argument, p_shown: messages the context shows already, whose turns
--- the fill leaves out, and the chunks holding one of them. Everything else of auto_context
+-- contract) with two more arguments: p_shown, messages the context shows already, whose turns
+-- the fill leaves out, and the chunks holding one of them; p_pairs_whole, turn pairs taken
+-- whole (Recent: a question with its answer, never a question alone; a chat's windows still
+-- turn by turn, each turn once). Everything else of auto_context
 -- (Pinned, Failures, shares, errors, security, Citus) is v10's.
 
 -- _fill_v12: recall._fill_v11 leaving out the messages p_shown (see above)
 create or replace function recall._fill_v12(p_agent_id text, p_ids bigint[], p_scores float8[],
                                             p_budget int, p_query_text text, p_weight float8,
                                             p_query_embedding vector, p_vector_weight float8,
-                                            p_speaker_weight float8, p_shown bigint[])
+                                            p_speaker_weight float8, p_shown bigint[],
+                                            p_pairs_whole boolean)
 returns table (chunk_id bigint, pos int, content text, n_tokens int, message_ids bigint[],
                merged bigint[], trimmed_from int, cumulative_tokens bigint)
 language plpgsql stable
@@ -93,7 +96,7 @@ begin
     pool as (
       select ch.chunk_id, ch.session_id, ch.kind, ch.n_tokens, ch.message_ids, ch.tsv, x.score, x.ord,
              case when p_vector_weight > 0 then recall._similarity(ch.embedding, p_query_embedding) end as cos,
-             ch.kind in ('window', 'turn_pair', 'message') and ch.part = 0
+             (ch.kind in ('window', 'message') or ch.kind = 'turn_pair' and not p_pairs_whole) and ch.part = 0
              and cardinality(ch.message_ids) > 0
              and not exists (select from recall.chunks o
                              where o.agent_id = p_agent_id and o.session_id = ch.session_id
@@ -433,9 +436,10 @@ begin
   where c.agent_id = auto_context_v12.agent_id and c.chunk_id = any (coalesce(k_chunk, '{}'));
 
   -- Recent: the newest conversation chunks of this project and branch (v10's twenty), newest
-  -- first, given to the fill with their recency as score and no query: their turns newest
-  -- chunk first (a chat's overlapping windows shown once, adjacent turns one passage), whole
-  -- chunks otherwise; what does not fit skipped, the newest trimmed when not one fits
+  -- first, given to the fill with their recency as score and no query: a chat's windows turn
+  -- by turn newest chunk first (their overlapping turns shown once, adjacent turns one
+  -- passage), turn pairs and summaries whole (a question with its answer); what does not fit
+  -- skipped, the newest trimmed when not one fits
   select array_agg(r.chunk_id order by r.score desc, r.chunk_id desc),
          array_agg(r.score order by r.score desc, r.chunk_id desc)
     into rec_ids, rec_scores
@@ -451,7 +455,8 @@ begin
   if rec_ids is not null and floor(budget_left * recent_share) >= 1 then
     select jsonb_agg(to_jsonb(f) order by f.pos) into recent_filled
     from recall._fill_v12(auto_context_v12.agent_id, rec_ids, rec_scores,
-                          floor(budget_left * recent_share)::int, null, 0, null, 0, 0, shown_msgs) f;
+                          floor(budget_left * recent_share)::int, null, 0, null, 0, 0, shown_msgs,
+                          true) f;
   end if;
   -- what Recent shows: its passages' messages, and its whole chunks' (read by id: the fill's
   -- rows read into arrays first, a Citus cluster cannot join a function of a variable with a table)
@@ -580,7 +585,7 @@ begin
   if rel_ids is not null and related_left > 0 then
     select jsonb_agg(to_jsonb(f) order by f.pos) into filled
     from recall._fill_v12(auto_context_v12.agent_id, rel_ids, rel_scores, related_left,
-                          related_query, 0.2, related_embedding, 0.4, 0.2, shown_msgs) f;
+                          related_query, 0.2, related_embedding, 0.4, 0.2, shown_msgs, false) f;
   end if;
 
   return query
@@ -646,9 +651,9 @@ hybrid_recall_v11 fills a token budget (recall._fill_v12), where v10 took whole 
 and stopped at the first that did not fit.
 Recent: v10's candidates (the twenty newest conversation chunks of the project and branch),
 newest first with their recency as score and no query, within recent_share of what Pinned
-leaves: the turns of the newest chunks, each once (a chat's overlapping windows), adjacent turns
-one passage; other chunks (summaries) whole; what does not fit skipped; the newest unit trimmed
-when not one fits.
+leaves: a chat's windows turn by turn, each turn once (they overlap), adjacent turns one
+passage; turn pairs and summaries whole (a question with its answer); what does not fit
+skipped; the newest unit trimmed when not one fits.
 Failures: v10's, leaving out a failure or resolution Recent shows (the chunk, or every message
 of it), within failure_share.
 Related: v10's related chunks and scores (tool input/output 0.8, file tools and, without a task,
