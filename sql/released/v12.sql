@@ -381,21 +381,6 @@ begin
     end if;
   end if;
 
-  -- Pinned: the agent's pinned memories valid now (at as_of), of this project or of none,
-  -- most important (then newest) first, as many as the whole budget holds; the other sections
-  -- share what they leave
-  select coalesce(max(x.run), 0) into pinned_tokens
-  from (select sum(c.n_tokens) over (order by c.importance desc, c.created_at desc, c.chunk_id desc
-                                     rows unbounded preceding) as run
-        from recall.chunks c
-        where c.agent_id = auto_context_v12.agent_id and c.kind = 'memory' and c.pinned
-          and (c.valid_until is null or c.valid_until > auto_context_v12.as_of)
-          and (auto_context_v12.as_of is null or c.valid_from <= auto_context_v12.as_of)
-          and (auto_context_v12.project is null or not c.metadata ? 'project'
-               or c.metadata->>'project' = auto_context_v12.project)) x
-  where x.run <= token_budget;
-  budget_left := token_budget - pinned_tokens;
-
   -- Related's search, in a statement of its own (on a Citus cluster a statement that runs on
   -- the agent's shard cannot nest a call of another recall function that queries the tables):
   -- hybrid recall v10's search for the task, or for the latest work
@@ -411,9 +396,11 @@ begin
       p_labels => false) h;
   end if;
 
-  -- Pinned (v10's), kept in arrays with Failures below: Recent and Related are filled turn by
-  -- turn around them, each from what the sections before it leave of the budget and of the
-  -- messages (no message shown twice)
+  -- Pinned: the agent's pinned memories valid now (at as_of), of this project or of none,
+  -- most important (then newest) first, as many as the whole budget holds; the other sections
+  -- share what they leave (budget_left). Kept in arrays with Failures below: Recent and Related
+  -- are filled turn by turn around them, each from what the sections before it leave of the
+  -- budget and of the messages (no message shown twice)
   select array_agg(p.chunk_id order by p.ord), array_agg('pinned'::text order by p.ord),
          array_agg(p.score order by p.ord), array_agg(p.chunk_id order by p.ord),
          array_agg(0 order by p.ord), array_agg(null::bigint order by p.ord),
@@ -430,6 +417,8 @@ begin
                 and (auto_context_v12.project is null or not c.metadata ? 'project'
                      or c.metadata->>'project' = auto_context_v12.project)) x
         where x.run <= token_budget) p;
+  pinned_tokens := coalesce((select sum(x) from unnest(k_tokens) as x), 0);
+  budget_left := token_budget - pinned_tokens;
   select array_agg(distinct u.id) into shown_msgs
   from recall.chunks c
   cross join lateral unnest(c.message_ids) as u(id)
