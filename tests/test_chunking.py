@@ -85,6 +85,26 @@ def test_result_arriving_later_joins_its_call(conn):
     ]
 
 
+def test_a_result_belongs_to_the_last_call_of_its_id_before_it(conn):
+    """A result before any call of its id is no call's; a call takes the results of its id up to
+    the next call of that id. Each message in one tool chunk, appended or chunked whole alike
+    (found by test_chat_session_changed_anywhere_equals_chunking_it_whole: a call appended after
+    a result of its id took that result too, chunked whole, so the result was in two chunks)."""
+    for sid, chunking in (("s1", "{}"), ("c1", '{"chunking": "window"}')):
+        add_session(conn, sid=sid, metadata=chunking)
+        add(conn, [("user", "text", "a"), ("tool", "tool_result", "early", '{"tool_use_id": "t"}')], sid=sid)
+        add(conn, [("assistant", "tool_call", "first", '{"tool_use_id": "t"}'),
+                   ("tool", "tool_result", "one", '{"tool_use_id": "t"}')], sid=sid)
+        add(conn, [("assistant", "tool_call", "second", '{"tool_use_id": "t"}')], sid=sid)
+        add(conn, [("tool", "tool_result", "two", '{"tool_use_id": "t"}')], sid=sid)
+        tools = [c[3] for c in chunks(conn, sid) if c[0] == "tool"]
+        assert tools == ["Result:\nearly", "first\n\nResult:\none", "second\n\nResult:\ntwo"], sid
+        before = chunks(conn, sid)
+        assert conn.execute("select recall._rechunk(array['a1'], array[%s], array[-2147483648])",
+                            [sid]).fetchone()[0] == 0
+        assert chunks(conn, sid) == before
+
+
 def test_results_without_ids_pair_with_the_call_before(conn):
     add_session(conn)
     add(conn, [("assistant", "tool_call", "ls"), ("tool", "tool_result", "a b"),

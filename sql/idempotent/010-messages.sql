@@ -464,18 +464,24 @@ begin
     window t as (partition by x.agent_id, x.session_id, x.turn_seq),
            t_ord as (partition by x.agent_id, x.session_id, x.turn_seq order by x.seq)
   ),
-  -- tool messages with the others of the same tool_use_id: a result knows whether a call of
-  -- its id came before it; a call gets the results of its id
-  tools as (
+  -- tool messages with the others of the same tool_use_id: a result belongs to the last call
+  -- of its id before it (none: a result no call claims); a call gets the results that belong
+  -- to it. (Before 2026-11-28 a call got every result of its id, one before it too, which then
+  -- was in two chunks; and appending such a call chunked otherwise than chunking whole.)
+  tool_calls as (
     select x.*,
            max(x.seq) filter (where x.kind = 'tool_call')
-             over (partition by x.agent_id, x.session_id, x.tool_use_id order by x.seq) as id_call_seq,
+             over (partition by x.agent_id, x.session_id, x.tool_use_id order by x.seq) as id_call_seq
+    from turns x
+  ),
+  tools as (
+    select x.*,
            string_agg(x.content, E'\n') filter (where x.kind = 'tool_result') over i as id_results,
            array_agg(x.message_id) filter (where x.kind = 'tool_result') over i as id_result_ids,
            max(x.importance) filter (where x.kind = 'tool_result') over i as id_result_importance,
            (array_agg(x.metadata) filter (where x.kind = 'tool_result') over i)[1] as id_result_metadata
-    from turns x
-    window i as (partition by x.agent_id, x.session_id, x.tool_use_id)
+    from tool_calls x
+    window i as (partition by x.agent_id, x.session_id, x.tool_use_id, x.id_call_seq)
   ),
   -- one row per chunk before windowing: its anchor message, members and full text
   units as (
