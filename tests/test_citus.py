@@ -534,7 +534,7 @@ CALLS = {
     "session_recall": "select * from recall.session_recall(%s, 'refund webhook fails', %s, k => 5, as_of => %s)",
     "auto_context": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
                      "task_embedding => %s, token_budget => 300, as_of => %s)"),
-    # v12's Related filled unit by unit: a budget no whole chunk fits, then the best one trimmed
+    # v12's (v13's) Related filled unit by unit: a budget no whole chunk fits, then the best one trimmed
     "auto_context_small": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
                            "task_embedding => %s, token_budget => 20, recent_share => 0, as_of => %s)"),
     "auto_context_trimmed": ("select * from recall.auto_context(%s, project => 'payments', task_text => 'refund webhook', "
@@ -590,7 +590,7 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
         assert c.execute("select count(*) from recall.messages where agent_id = any(%s) "
                          "and (n_tokens is null or embedding is null)", [agents]).fetchone()[0] == 0
     query = FakeEmbedder().vector("refund webhook fails")
-    # the stable name (v11: each turn valued by its own vector too), and v11 valuing turns by
+    # the stable name (v13: each turn valued by its own vector too), and v11 valuing turns by
     # their chunks and words alone (v10's rows), which joins adjacent turns into a passage here
     for weight in ("default", "0"):
         call = ("select session_id, content, n_tokens, cumulative_tokens from recall.hybrid_recall("
@@ -603,7 +603,7 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
             assert single and single[-1][3] <= 30, single
             assert weight == "default" or any("\n\n" in r[1] for r in single), single
             assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single
-    # auto_context (v12): its Related filled by the same fill, the turns Recent shows left out
+    # auto_context (v13): its Related filled by the same fill, the turns Recent shows left out
     call = ("select section, session_id, content, n_tokens, cumulative_tokens from recall.auto_context("
             "%s, task_text => 'refund webhook fails', task_embedding => %s, token_budget => 200, as_of => %s)")
     for agent in agents:
@@ -634,12 +634,58 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
             assert coord.execute(call, [agent, query, AS_OF]).fetchall() == single, fn
 
 
+def test_v13_fill_of_agent_sessions_gives_the_rows_of_a_single_node(coord, cluster, conn):
+    """Release 13's fill (the stable names) over an agent's sessions: questions answered after
+    tool calls, each question shown only with its answer in one passage, on the agent's worker
+    as on one node (ids aside)."""
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    agents = [a for v in agents_on_each_worker(coord, nodes, f"qa{tag}").values() for a in v]
+    for c in (coord, conn):
+        for agent in agents:
+            c.execute("insert into recall.sessions (session_id, agent_id, started_at) "
+                      "values (%s, %s, '2026-03-01')", [f"{agent}-work", agent])
+            turns = []
+            for i in range(4):
+                turns += [("user", "text", f"why does the refund webhook fail in case {i}?"),
+                          ("assistant", "tool_call", f'Bash(command="pytest -k refund_{i}")'),
+                          ("tool", "tool_result", f"FAILED test_refund_{i}: webhook signature mismatch"),
+                          ("assistant", "text", f"the refund webhook fails in case {i}: its signature "
+                                                f"is checked against the old secret; fixed in settings")]
+            for j, (role, kind, text) in enumerate(turns):
+                c.execute("insert into recall.messages (session_id, agent_id, role, kind, content, created_at) "
+                          "values (%s, %s, %s, %s, %s, '2026-03-01'::timestamptz + %s * interval '1 minute')",
+                          [f"{agent}-work", agent, role, kind, text, j])
+        if c is coord:
+            c.execute("select recall.chunk_sessions(%s, %s)", [agents, [f"{a}-work" for a in agents]])
+        Worker(c, FakeEmbedder()).run()
+    query = FakeEmbedder().vector("refund webhook fails")
+    calls = [(f"select content, message_ids, n_tokens, cumulative_tokens from recall.{fn}("
+              f"%s, 'refund webhook fails', %s, k => 10, token_budget => {b}, as_of => %s)")
+             for fn in ("hybrid_recall", "session_recall", "hybrid_recall_v13") for b in (30, 60, 200)]
+    calls.append("select content, section, n_tokens, cumulative_tokens from recall.auto_context("
+                 "%s, task_text => 'refund webhook fails', task_embedding => %s, token_budget => 120, "
+                 "recent_share => 0, as_of => %s)")
+    questions = 0
+    for call in calls:
+        for agent in agents:
+            single = conn.execute(call, [agent, query, AS_OF]).fetchall()
+            assert single, call
+            # a question comes with its answer, in one passage
+            assert all("?" not in r[0] or "\n\nAssistant: " in r[0] for r in single), single
+            questions += sum("?" in r[0] for r in single)
+            # (message ids: each server numbers its own)
+            assert [r[:1] + r[2:] for r in coord.execute(call, [agent, query, AS_OF]).fetchall()] == \
+                [r[:1] + r[2:] for r in single], call
+    assert questions, "no context held a question: the rule is untested on the cluster"
+
+
 # released versions called by name: v1-v3 run on a cluster with the plan settings
-# recall._distribute_code gives them, v6-v11 as they are; v4, v5 and auto_context v1-v4 do
+# recall._distribute_code gives them, v6-v13 as they are; v4, v5 and auto_context v1-v4 do
 # not (docs/SCALING.md)
 RELEASED = {f"{fn}_v{v}": f"select * from recall.{fn}_v{v}(%s, 'refund webhook fails', %s, k => 5, as_of => %s)"
-            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9, 10, 11)),
-                                 ("session_recall", (1, 2, 3, 6, 8, 9, 10, 11)))
+            for fn, versions in (("hybrid_recall", (1, 2, 3, 6, 7, 9, 10, 11, 13)),
+                                 ("session_recall", (1, 2, 3, 6, 8, 9, 10, 11, 13)))
             for v in versions}
 
 

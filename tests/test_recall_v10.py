@@ -42,7 +42,7 @@ def test_short_queries_get_the_older_versions_rows(chat, case):
         for budget in (None, 40, 300):
             args = {**args_for(q, **case), "token_budget": budget, "as_of": AS_OF}
             v9 = call(chat, "hybrid_recall_v9", **args)
-            # (the stable names call v11: v10's rows at turn_vector_weight 0, test_recall_v11.py)
+            # (v11: v10's rows at turn_vector_weight 0, test_recall_v11.py; the stable names call v13)
             assert call(chat, "hybrid_recall_v10", **args) == v9 == \
                 call(chat, "hybrid_recall_v11", **args, turn_vector_weight=0.0)
             v9 = call(chat, "session_recall_v9", **args)
@@ -59,7 +59,7 @@ def test_auto_context_v10_gives_v6s_rows_for_a_short_query(chat, task):
         args["task_embedding"] = args_for(task)["query_embedding"]
     v6 = call(chat, "auto_context_v6", **args)
     assert v6
-    # (the stable name calls v12, whose Related is filled turn by turn: test_auto_context_v12.py)
+    # (the stable name calls v13, whose Related is filled turn by turn: test_auto_context_v12.py)
     assert call(chat, "auto_context_v10", **args) == v6
 
 

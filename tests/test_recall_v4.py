@@ -103,8 +103,8 @@ def test_hybrid_recall_v4_equals_v3_without_memories(shop, case, with_vector):
             v7, _ = call(shop, "hybrid_recall_v7", **args)
         seen += len(v3)
         assert [r[:14] for r in v4] == v3
-        # the stable name calls v11: v4's rows without a budget; with one, v7's fill with each
-        # turn also valued by its own vector (tests/test_recall_v11.py)
+        # the stable name calls v13: v4's rows without a budget; with one, v7's fill with each
+        # turn also valued by its own vector and a question kept with its answer (test_recall_v13.py)
         assert stable == v7 or "token_budget" in case
         assert v7 == v4 or "token_budget" in case
         assert v5 == v4 or "token_budget" in case
@@ -132,7 +132,7 @@ def test_session_recall_v4_equals_v3_without_memories(shop, case):
             v9, _ = call(shop, "session_recall_v9", **args)
         assert v3, q
         assert [r[:16] for r in v4] == v3
-        assert stable == v9 or "token_budget" in case   # (the stable name calls v11: v5's rows without a budget)
+        assert stable == v9 or "token_budget" in case   # (the stable name calls v13: v5's rows without a budget)
         assert v9 == v5 == v4 or "token_budget" in case
 
 
@@ -156,12 +156,12 @@ def test_auto_context_v4_equals_v3_without_memories(shop, case):
             args["all_projects"] = v4_only
         v4, cols = call(shop, "auto_context_v4", **args)
         stable, _ = call(shop, "auto_context", **args)
-        v12, _ = call(shop, "auto_context_v12", **args)
+        v13, _ = call(shop, "auto_context_v13", **args)
     assert v3
     assert [r[:15] for r in v4] == v3
-    # the stable name calls v12: v4's rows but for its Recent and Related sections, filled
-    # turn by turn (tests/test_auto_context_v12.py)
-    assert stable == v12
+    # the stable name calls v13: v4's rows but for its Recent and Related sections, filled
+    # turn by turn (tests/test_auto_context_v12.py, tests/test_recall_v13.py)
+    assert stable == v13
     # (the running token totals, column 11, follow the Related section's)
     assert [r[:11] + r[12:] for r in stable if r[14] not in ("recent", "related")] == \
         [r[:11] + r[12:] for r in v4 if r[14] not in ("recent", "related")]

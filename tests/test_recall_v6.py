@@ -116,18 +116,22 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                         assert call(conn, "hybrid_recall_v6", **args) == call(conn, "hybrid_recall_v5", **args)
                         v6 = call(conn, "session_recall_v6", **sargs)
                         assert v6 == call(conn, "session_recall_v5", **sargs)
-                        # the stable session_recall calls v9 (v6's rows without a budget; the
-                        # turn fill with one), for every caller alike; so does v8 (v6's fill)
+                        # session_recall v9 (v6's rows without a budget; the turn fill with
+                        # one), for every caller alike; so does v8 (v6's fill); the stable name
+                        # calls v13 (tests/test_recall_v13.py), for every caller alike
                         v9 = call(conn, "session_recall_v9", **sargs)
-                        assert call(conn, "session_recall", **sargs) == v9
+                        stable = call(conn, "session_recall", **sargs)
+                        assert stable == call(conn, "session_recall_v13", **sargs)
                         if sargs.get("token_budget") is None:
-                            assert v9 == v6 == call(conn, "session_recall_v8", **sargs)
-                        # the stable name calls v9 (v7's rows on one node: v6's without a
-                        # budget, its turn fill with one), for every caller as for the owner
+                            assert stable == v9 == v6 == call(conn, "session_recall_v8", **sargs)
+                        # hybrid_recall v9 (v7's rows on one node: v6's without a budget, its
+                        # turn fill with one), for every caller as for the owner
                         v7 = call(conn, "hybrid_recall_v7", **args)
-                        assert call(conn, "hybrid_recall", **args) == v7 == call(conn, "hybrid_recall_v9", **args)
+                        assert v7 == call(conn, "hybrid_recall_v9", **args)
+                        stable = call(conn, "hybrid_recall", **args)
+                        assert stable == call(conn, "hybrid_recall_v13", **args)
                         if args.get("token_budget") is None:
-                            assert v7 == call(conn, "hybrid_recall_v6", **args)
+                            assert stable == v7 == call(conn, "hybrid_recall_v6", **args)
                     seen += len(v6)
             for task in (None, "docker deploy failed"):
                 for kw in (dict(), dict(project="shop"), dict(token_budget=120), dict(as_of=AS_OF)):
@@ -135,10 +139,11 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                     with conn.transaction():
                         v6 = call(conn, "auto_context_v6", **args)
                         assert v6 == call(conn, "auto_context_v4", **args)
-                        # the stable name calls v12: v6's rows but for Recent and Related, filled
-                        # turn by turn (and so the running token totals), for every caller alike
+                        # v12: v6's rows but for Recent and Related, filled turn by turn (and so
+                        # the running token totals), for every caller alike; the stable name
+                        # calls v13 (v12's with a question never without its answer)
                         v12 = call(conn, "auto_context_v12", **args)
-                        assert call(conn, "auto_context", **args) == v12
+                        assert call(conn, "auto_context", **args) == call(conn, "auto_context_v13", **args)
                         assert [r[:11] + r[12:] for r in v12 if r[14] not in ("recent", "related")] == \
                             [r[:11] + r[12:] for r in v6 if r[14] not in ("recent", "related")]
                     assert {r[16] for r in v6} == {agent}    # agent_id column

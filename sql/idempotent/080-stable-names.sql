@@ -3,9 +3,9 @@
 -- recall.auto_context, each calling the current released version. Releasing a new version
 -- (sql/README.md) moves them here, in one place; the versions live in sql/released/.
 
--- Today hybrid_recall and session_recall call v11, auto_context v12 (v4's shapes: same
--- arguments and rows; the turn_text_weight and turn_vector_weight of hybrid_recall_v11 and
--- session_recall_v11 keep their defaults). Their v3 shapes go first (v4 adds arguments and columns, so create or
+-- Today hybrid_recall and session_recall call v13, auto_context v13 (v4's shapes: same
+-- arguments and rows; the turn_text_weight and turn_vector_weight of hybrid_recall_v13 and
+-- session_recall_v13 keep their defaults). Their v3 shapes go first (v4 adds arguments and columns, so create or
 -- replace cannot change them); a call by name with v3's arguments finds the v4 shape.
 drop function if exists recall.hybrid_recall(
   text, text, vector, int, int, text, float8, jsonb, text[], timestamptz, timestamptz, float8,
@@ -26,7 +26,7 @@ drop function if exists recall.hybrid_recall_turns(
   float8, float8, float8, interval, int, timestamptz, float8, int, float8);
 drop function if exists recall._fill_turns(bigint[], float8[], int, text[], float8[], float8);
 
--- hybrid_recall: the stable name; today it is v11
+-- hybrid_recall: the stable name; today it is v13
 create or replace function recall.hybrid_recall(
   agent_id           text,
   query_text         text        default null,
@@ -52,16 +52,16 @@ returns setof recall.recall_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.hybrid_recall_v11(
+  select * from recall.hybrid_recall_v13(
     agent_id, query_text, query_embedding, k, token_budget, exclude_session_id,
     min_similarity, filter, kinds, since, until, vector_weight, text_weight, recency_weight,
     importance_weight, half_life, candidates, as_of, dedup_similarity, turns_per_session)
 $$;
 
 comment on function recall.hybrid_recall is
-  'The stable name of hybrid recall; calls recall.hybrid_recall_v11 (see its comment).';
+  'The stable name of hybrid recall; calls recall.hybrid_recall_v13 (see its comment).';
 
--- session_recall: the stable name; today it is v11
+-- session_recall: the stable name; today it is v13
 create or replace function recall.session_recall(
   agent_id           text,
   query_text         text        default null,
@@ -89,7 +89,7 @@ returns setof recall.session_recall_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.session_recall_v11(
+  select * from recall.session_recall_v13(
     agent_id, query_text, query_embedding, k, n_sessions, token_budget, exclude_session_id,
     filter, kinds, since, until, half_life, as_of, candidates, summary_weight, session_weight,
     dedup_similarity, vector_weight, text_weight, recency_weight, importance_weight,
@@ -97,9 +97,9 @@ as $$
 $$;
 
 comment on function recall.session_recall is
-  'The stable name of session-aware recall; calls recall.session_recall_v11 (see its comment).';
+  'The stable name of session-aware recall; calls recall.session_recall_v13 (see its comment).';
 
--- auto_context: the stable name; today it is v12
+-- auto_context: the stable name; today it is v13
 create or replace function recall.auto_context(
   agent_id           text,
   project            text        default null,
@@ -116,10 +116,10 @@ returns setof recall.auto_context_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.auto_context_v12(agent_id, project, branch, task_text, task_embedding,
+  select * from recall.auto_context_v13(agent_id, project, branch, task_text, task_embedding,
                                        token_budget, exclude_session_id, as_of, recent_share,
                                        failure_share, all_projects)
 $$;
 
 comment on function recall.auto_context is
-  'The stable name of the session-start context; calls recall.auto_context_v12 (see its comment).';
+  'The stable name of the session-start context; calls recall.auto_context_v13 (see its comment).';
