@@ -149,16 +149,33 @@ begin
                   then to_tsvector('english', m.content) end as tsv,
              -- a user's question to an agent (no speaker named: not a person of a chat in turn pairs)
              case when m.role = 'user' and sp.who = initcap(m.role) then b.pair_other end as answer_id,
-             -- the seq of the session's text message before it (v13)
-             (select max(m2.seq) from recall.messages m2
-              where m2.agent_id = p_agent_id and m2.session_id = m.session_id and m2.seq < m.seq
-                and m2.kind = 'text') as prev_seq
+             -- the seq of the session's text message before it (v13): the turn before it in
+             -- the pool when that is seq - 1 (a chat's windows: most turns), else read by index
+             case when lag(m.seq) over (partition by m.session_id order by m.seq) = m.seq - 1
+                  then m.seq - 1
+                  else (select max(m2.seq) from recall.messages m2
+                        where m2.agent_id = p_agent_id and m2.session_id = m.session_id
+                          and m2.seq < m.seq and m2.kind = 'text') end as prev_seq
       from best_chunk b
       join recall.messages m on m.agent_id = p_agent_id and m.message_id = b.message_id
       cross join lateral (select coalesce(nullif(btrim(m.metadata->>'speaker'), ''),
                                           nullif(btrim(m.metadata->>'author'), ''), initcap(m.role)) as who) sp
       where m.kind = 'text'
         and not (m.message_id = any (coalesce(p_shown, '{}')))  -- shown already (v12)
+    ),
+    -- (v13) a question with its answer's seq, the text message before it and its tokens: the
+    -- next turn of its turn pair (none when the answer is shown already)
+    paired as (
+      select t.*, case when t.nx_id = t.answer_id then t.nx_seq end as a_seq,
+             case when t.nx_id = t.answer_id then t.nx_prev end as a_prev,
+             case when t.nx_id = t.answer_id then t.nx_tok end as a_tok,
+             case when t.nx_id = t.answer_id then t.nx_dtok end as a_dtok,
+             case when t.nx_id = t.answer_id then t.nx_dated end as a_dated
+      from (select t.*, lead(t.message_id) over w as nx_id, lead(t.seq) over w as nx_seq,
+                   lead(t.prev_seq) over w as nx_prev, lead(t.tok) over w as nx_tok,
+                   lead(t.dtok) over w as nx_dtok, lead(t.dated) over w as nx_dated
+            from turns t
+            window w as (partition by t.chunk_id order by t.seq)) t
     ),
     speakers as materialized (
       select x.who, to_tsvector('english', x.who) as tsv
@@ -178,16 +195,14 @@ begin
     units as (
       select t.message_id, t.session_id, t.seq, t.tok, t.dtok, t.dated, t.chunk_id, t.ord,
              null::text as kind, t.tok as cost, null::bigint[] as chunk_message_ids,
-             t.prev_seq, t.answer_id, a.seq as a_seq, a.prev_seq as a_prev,
-             a.tok as a_tok, a.dtok as a_dtok, a.dated as a_dated,
+             t.prev_seq, t.answer_id, t.a_seq, t.a_prev, t.a_tok, t.a_dtok, t.a_dated,
              t.score + coalesce(p_weight * ((select sum(w.idf) from words w
                                              where t.tsv @@ w.q or sp.tsv @@ w.q) / total_idf), 0)
              + coalesce(p_vector_weight * t.cos * greatest(t.score, 0), 0)
              + case when nm.who is not null then p_speaker_weight else 0 end as value
-      from turns t
+      from paired t
       left join speakers sp on sp.who = t.who and t.has_words
       left join named nm on nm.who = t.who
-      left join turns a on a.message_id = t.answer_id    -- a question's answer (v13)
       union all
       select null, p.session_id, null, null, null, null, p.chunk_id, p.ord, p.kind, p.n_tokens,
              p.message_ids, null, null, null, null, null, null, null,
