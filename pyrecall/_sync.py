@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from . import _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
@@ -68,6 +69,9 @@ class FileResult:
     sessions: int = 0
     messages: int = 0      # messages read
     inserted: int = 0      # of which new
+    memories: int = 0      # curated memories restored (an export's records)
+    importance: int = 0    # chunks whose importance set by hand was restored
+    agents: set[str] = field(default_factory=set)   # the agents written to (a file may name its own)
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -100,6 +104,18 @@ class SyncReport:
         return sum(f.inserted for f in self.files)
 
     @property
+    def memories(self) -> int:
+        return sum(f.memories for f in self.files)
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted({a for f in self.files for a in f.agents})
+
+    @property
+    def importance(self) -> int:
+        return sum(f.importance for f in self.files)
+
+    @property
     def skipped(self) -> int:
         """Messages read that were stored already."""
         return self.messages - self.inserted
@@ -119,6 +135,7 @@ class SyncReport:
             "gone": len(self.gone), "ignored": len(self.ignored),
             "sessions": self.sessions, "messages": self.messages,
             "inserted": self.inserted, "skipped": self.skipped,
+            "memories": self.memories, "importance": self.importance,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
         }
@@ -274,6 +291,9 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
             ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
+            result.memories, result.importance = _restore(conn, parsed.records, agent_id)
+            result.agents = ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
+                             | {r.get("agent_id") or agent_id for r in parsed.records})
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
                     _head_sha(path, parsed.end_offset), ingested.messages, len(parsed.problems),
                     accumulate=result.status == "appended")
@@ -287,6 +307,19 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         result.status = "failed"
         result.problems.append(Problem(str(path), None, one_line(exc)))
         return result
+
+
+def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, int]:
+    """An export's memories and importance (recall.import_records), per agent named (its
+    messages are stored first, in the same transaction); (memories, importance) restored."""
+    by_agent: dict[str, list[dict]] = {}
+    for r in records:
+        by_agent.setdefault(r.get("agent_id") or agent_id, []).append(r)
+    memories = importance = 0
+    for agent, mine in by_agent.items():
+        m, i = conn.execute("select * from recall.import_records(%s, %s)", [agent, Jsonb(mine)]).fetchone()
+        memories, importance = memories + m, importance + i
+    return memories, importance
 
 
 def _not_transcript(path: Path, size: int) -> FileResult:

@@ -4,8 +4,10 @@ library errors become one-line messages, never tracebacks."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import functools
+import itertools
 import json
 import logging
 import os
@@ -720,8 +722,13 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
         ("updated", "updated"), ("reread", "re-read"), ("unchanged", "unchanged"),
         ("not_transcript", "not transcripts"), ("failed", "failed")) if d[k]]
     click.echo(f"files: {d['files']}" + (f" ({', '.join(states)})" if states else ""))
+    # the agent written to: --agent-id, unless the files name their own (an export does)
+    agents = report.agents or [agent]
+    named = f"agent {agents[0]}" if len(agents) == 1 else f"agents {', '.join(agents)}"
     click.echo(f"sessions: {d['sessions']}  messages: {d['inserted']} new, {d['skipped']} already "
-               f"stored  (agent {agent})")
+               f"stored  ({named})")
+    if d["memories"] or d["importance"]:
+        click.echo(f"restored: {d['memories']} curated memories, importance of {d['importance']} chunk(s)")
     if report.gone:
         click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
     problems = report.problems
@@ -739,7 +746,7 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
             click.echo(f"  {path}")
         if len(report.ignored) > max_problems:
             click.echo(f"  ... and {len(report.ignored) - max_problems} more (--json lists them all)")
-    if d["inserted"]:
+    if d["inserted"] or d["memories"]:
         click.echo("next: `pyrecall embed` to make them findable by meaning "
                    "(they are findable by keywords already)")
 
@@ -1284,6 +1291,60 @@ def pin(memory_id, off, agent, dsn):
     finally:
         r.close()
     click.echo(f"{'unpinned' if off else 'pinned'} memory {memory_id}")
+
+
+@main.command()
+@agent_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Write the export here (default: standard output).")
+@dsn_option
+@handle_errors
+def export(agent, output, dsn):
+    """Export all of an agent's memory that cannot be derived again to a JSONL file: its
+    sessions and messages, its curated memories (pins, validity, what supersedes what) and the
+    importance set by hand. `pyrecall import FILE` reads it back, into this database or another
+    (a server, a Citus cluster, a newer pyrecall); importing it twice adds nothing.
+
+    Chunks, token counts, vectors and summaries are not exported: `pyrecall embed` and
+    `pyrecall summarize` make them again, with the model the destination uses. The file is
+    written whole or not at all.
+
+    \b
+    Examples:
+      pyrecall export -o claude-code.jsonl
+      pyrecall export --agent-id aria -o aria.jsonl
+      pyrecall import aria.jsonl --dsn postgresql://db.internal/memory && pyrecall embed --dsn ...
+    """
+    r = _client(dsn)
+    tmp = None
+    try:
+        lines = r.export(agent)
+        header = next(lines)
+        if not (header["sessions"] or header["memories"]):
+            raise click.ClickException(f"agent {agent!r} has no sessions or memories in this "
+                                       "database: nothing exported (--agent-id or $PYRECALL_AGENT names "
+                                       "the agent)")
+        if output is None:
+            out = sys.stdout
+        else:
+            # written beside the target, then renamed over it: never a half-written export
+            tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+            out = open(tmp, "w", encoding="utf-8")
+        with contextlib.ExitStack() as stack:
+            if output is not None:
+                stack.enter_context(out)
+            for line in itertools.chain([header], lines):
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        if tmp is not None:
+            os.replace(tmp, output)
+            tmp = None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        r.close()
+    click.echo(f"exported agent {agent!r}: {header['sessions']} session(s), {header['messages']} messages, "
+               f"{header['memories']} curated memories, importance of {header['importance']} chunk(s)"
+               + (f" to {output}" if output is not None else ""), err=True)
 
 
 @main.command()

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -868,6 +868,22 @@ class Recall:
         the project and of no project."""
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
+
+    def export(self, agent_id: str) -> Iterator[dict]:
+        """All of the agent's memory that cannot be derived again, one JSON object per line of
+        an export file (recall.export_agent): a header, its messages with their sessions, its
+        curated memories and the importance set by hand. Read from the server in batches (a
+        named cursor, in a transaction of its own); :meth:`import_` reads such a file back.
+
+        >>> with open("aria.jsonl", "w") as f:  # doctest: +SKIP
+        ...     for line in r.export("aria"):
+        ...         f.write(json.dumps(line) + "\n")
+        """
+        with self.conn.transaction(), self.conn.cursor(name="pyrecall_export") as cur:
+            cur.itersize = 2000
+            cur.execute("select line from recall.export_agent(%s) as line", [agent_id])
+            for (line,) in cur:
+                yield line
 
     # -- import transcripts, summarize
     def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,

@@ -73,8 +73,8 @@ def _of_object(obj: dict) -> str | None:
     if (("sessionId" in obj and isinstance(kind, str))
             or (kind == "summary" and "leafUuid" in obj) or kind == "file-history-snapshot"):
         return "claude_code"
-    if "role" in obj and "content" in obj:
-        return "jsonl"
+    if ("role" in obj and "content" in obj) or "pyrecall_export" in obj:
+        return "jsonl"          # generic JSONL, or an export of `pyrecall export` (its header)
     return None
 
 

@@ -71,3 +71,5 @@ class ParseResult:
     problems: list[Problem]
     format: str
     end_offset: int = 0
+    # what is not a message: an export's memories and importance (recall.import_records)
+    records: list[dict] = field(default_factory=list)

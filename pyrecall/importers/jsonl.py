@@ -3,7 +3,14 @@
 Fields of a line: ``role`` and ``content`` (required); ``session_id`` (default: derived from
 the file path), ``created_at`` (or ``timestamp``; ISO 8601 or epoch seconds), ``kind``,
 ``importance`` (0..1), ``metadata`` (object), ``external_id`` (or ``id``), ``agent_id``; and
-for the session, taken from the first line that has them: ``title``, ``project``, ``branch``.
+for the session, taken from the first line that has them: ``title``, ``project``, ``branch``,
+``started_at``, ``ended_at`` (else the span of its messages) and ``session_metadata`` (object).
+
+An export of ``pyrecall export`` (recall.export_agent) is such a file with two more kinds of
+line: its header (``{"pyrecall_export": 1, ...}``) and records, ``{"record": "memory", ...}``
+(a curated memory) and ``{"record": "importance", ...}`` (a chunk's importance set by hand),
+handed to the importer in ``ParseResult.records`` (restored by recall.import_records once the
+messages are stored). A record that cannot be restored is reported and left out.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from ._read import (
 from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
 
 FORMAT = "jsonl"
+EXPORT_VERSION = 1          # the newest export format this reads (recall.export_agent's header)
+MEMORY_KINDS = ("note", "fact", "decision", "preference")
 
 # Names other tools give the same roles.
 ROLE_ALIASES = {"human": "user", "ai": "assistant", "bot": "assistant", "model": "assistant",
@@ -43,18 +52,95 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     problems: list[Problem] = []
     lines = Lines(path, start_offset, problems)
     sessions: dict[str, Session] = {}
+    records: list[dict] = []
+    given: dict[str, tuple] = {}          # a session's own started_at / ended_at
     default_sid = derived_session_id(path)
     for n, obj in lines.objects():
         try:
-            _line(n, obj, lines, sessions, default_sid)
+            if "pyrecall_export" in obj:
+                _header(n, obj, lines)
+            elif "record" in obj:
+                _record(n, obj, lines, records)
+            else:
+                _line(n, obj, lines, sessions, default_sid, given)
         except RecursionError:
             lines.report(n, "metadata nested too deeply")
     for s in sessions.values():
-        s.started_at, s.ended_at = span([m.created_at for m in s.messages])
-    return ParseResult(list(sessions.values()), problems, FORMAT, lines.end_offset)
+        first, last = span([m.created_at for m in s.messages])
+        started, ended = given.get(s.session_id, (None, None))
+        s.started_at, s.ended_at = started or first, ended or last
+    return ParseResult(list(sessions.values()), problems, FORMAT, lines.end_offset, records)
 
 
-def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default_sid: str) -> None:
+def _header(n: int, obj: dict, lines: Lines) -> None:
+    version = obj.get("pyrecall_export")
+    if not isinstance(version, int) or isinstance(version, bool) or version > EXPORT_VERSION:
+        lines.report(n, f"export format {version!r:.20} is newer than this pyrecall reads "
+                        f"({EXPORT_VERSION}): its records may be read wrongly")
+
+
+def _record(n: int, obj: dict, lines: Lines, records: list[dict]) -> None:
+    """A memory or an importance of an export, checked here so that one that cannot be
+    restored is reported with its line and the others are restored."""
+    kind = obj.get("record")
+    if kind == "memory":
+        problem = _memory_problem(obj)
+    elif kind == "importance":
+        problem = _importance_problem(obj)
+    else:
+        lines.report(n, f"unknown record {kind!r:.40}: skipped")
+        return
+    if problem:
+        lines.report(n, f"{kind} record {problem}: skipped")
+        return
+    records.append(clean_value(obj))
+
+
+def _memory_problem(obj: dict) -> str | None:
+    if obj.get("memory_kind") not in MEMORY_KINDS:
+        return f"with memory_kind {obj.get('memory_kind')!r:.40} (expected one of {', '.join(MEMORY_KINDS)})"
+    content = obj.get("content")
+    if not isinstance(content, str) or not content.strip():
+        return "without content"
+    for field in ("valid_from", "valid_until", "created_at", "importance_set_at"):
+        when, ok = parse_time(obj.get(field))
+        if not ok or (field == "valid_from" and when is None):
+            return f"without a readable {field}"
+    if parse_time(obj.get("valid_until"))[0] and parse_time(obj["valid_until"])[0] < parse_time(obj["valid_from"])[0]:
+        return "ending (valid_until) before it starts (valid_from)"
+    if not _unit(obj.get("importance", 0.7)):
+        return "with an importance that is not a number between 0 and 1"
+    if not isinstance(obj.get("pinned", False), bool):
+        return "with pinned neither true nor false"
+    if not isinstance(obj.get("metadata", {}), dict):
+        return "with metadata that is not an object"
+    for field in ("memory_id", "supersedes"):
+        if obj.get(field) is not None and (not isinstance(obj[field], int) or isinstance(obj[field], bool)):
+            return f"with {field} not a whole number"
+    return None
+
+
+def _importance_problem(obj: dict) -> str | None:
+    for field in ("session_id", "chunk_kind", "first_external_id"):
+        if id_or_none(obj.get(field)) is None:
+            return f"without {field}"
+    if not _unit(obj.get("importance")):
+        return "with an importance that is not a number between 0 and 1"
+    if not parse_time(obj.get("set_at"))[1]:
+        return "without a readable set_at"
+    part = obj.get("part", 0)
+    if not isinstance(part, int) or isinstance(part, bool) or part < 0:
+        return "with part not a whole number"
+    return None
+
+
+def _unit(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and 0 <= value <= 1)
+
+
+def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default_sid: str,
+          given: dict[str, tuple]) -> None:
     sid = id_or_none(obj.get("session_id")) if "session_id" in obj else default_sid
     if sid is None:
         lines.report(n, "session_id is not text")
@@ -102,6 +188,16 @@ def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default
     for field in ("agent_id", "title", "project", "branch"):
         if getattr(session, field) is None:
             setattr(session, field, text_or_none(obj.get(field)))
+    if "session_metadata" in obj and not session.metadata:
+        if isinstance(obj["session_metadata"], dict):
+            session.metadata = clean_value(obj["session_metadata"])
+        else:
+            lines.report(n, "session_metadata is not an object: ignored")
+    if sid not in given and ("started_at" in obj or "ended_at" in obj):
+        (started, ok1), (ended, ok2) = parse_time(obj.get("started_at")), parse_time(obj.get("ended_at"))
+        if not (ok1 and ok2):
+            lines.report(n, "invalid started_at or ended_at: the span of the messages is used")
+        given[sid] = (started, ended)
     session.messages.append(Message(
         eid, role, kind, content, created,
         None if importance is None else float(importance), clean_value(metadata)))

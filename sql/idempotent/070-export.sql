@@ -1,0 +1,244 @@
+-- 070-export
+-- recall.export_agent: all of an agent's memory as JSON lines; recall.import_records: the lines
+-- that are not messages, restored. Re-applied at every migrate.
+--
+-- What an agent has that nothing else can make again: its sessions and messages (chunks, token
+-- counts and vectors are derived from them), its curated memories (kind 'memory' chunks: no
+-- messages), and the importance set by hand on a transcript chunk (recall.set_importance).
+-- export_agent gives them as JSON objects, one a line, in the generic JSONL format that
+-- `pyrecall import` reads (pyrecall/importers/jsonl.py), so that an export is imported like any
+-- transcript: into another database, another server, a Citus cluster, a newer pyrecall:
+--   1. a header: {"pyrecall_export": 1, "agent_id", "exported_at", "sessions", "messages",
+--      "memories", "importance"} (the counts of what follows);
+--   2. each message, sessions by started_at, messages by seq: session_id, agent_id, role,
+--      kind, content, created_at, importance, metadata, external_id (the key that makes a
+--      second import of the same lines add nothing); the first line of a session also holds
+--      the session's title, project, branch, started_at, ended_at and session_metadata (its
+--      chunking, the coding agent that wrote it, ...);
+--   3. each curated memory, oldest first: {"record": "memory", memory_id (its id here: what
+--      "supersedes" refers to), memory_kind, content, importance, pinned, metadata, created_at,
+--      valid_from, valid_until, supersedes, importance_set_at};
+--   4. each transcript chunk whose importance was set by hand: {"record": "importance",
+--      session_id, chunk_kind, first_external_id (the chunk's first message, by its source key:
+--      seqs are numbered again by the importing database), part, importance, set_at}.
+-- Not exported: what is derived (chunks, token counts, vectors: `pyrecall embed` makes them
+-- again, with whatever model the destination uses), session summaries (`pyrecall summarize`),
+-- what sync remembers of files, the recall log.
+--
+-- SECURITY INVOKER: an agent's role exports its own rows only (row-level security), and
+-- restores into its own agent only.
+
+-- top-level keys whose value is JSON null dropped (jsonb_strip_nulls would reach into metadata)
+create or replace function recall._without_nulls(j jsonb)
+returns jsonb
+language sql immutable
+set search_path to pg_catalog, pg_temp
+as $$
+  select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+  from jsonb_each(j) as e
+  where jsonb_typeof(e.value) <> 'null'
+$$;
+
+-- export_agent: see the COMMENT below
+create or replace function recall.export_agent(agent_id text)
+returns setof jsonb
+language plpgsql stable security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_variable
+declare
+  n_sessions bigint;
+  n_messages bigint;
+  n_memories bigint;
+  n_importance bigint;
+begin
+  if agent_id is null or agent_id = '' then
+    raise exception 'agent_id is required' using errcode = '22023';
+  end if;
+  select count(distinct m.session_id), count(*) into n_sessions, n_messages
+  from recall.messages m where m.agent_id = export_agent.agent_id;
+  select count(*) filter (where c.kind = 'memory'),
+         count(*) filter (where c.kind <> 'memory' and c.importance_set_at is not null)
+    into n_memories, n_importance
+  from recall.chunks c
+  where c.agent_id = export_agent.agent_id
+    and (c.kind = 'memory' or c.importance_set_at is not null);
+
+  return next jsonb_build_object('pyrecall_export', 1, 'agent_id', agent_id, 'exported_at', now(),
+                                 'sessions', n_sessions, 'messages', n_messages,
+                                 'memories', n_memories, 'importance', n_importance);
+
+  -- the messages, each session's first line with the session
+  return query
+  select recall._without_nulls(
+           jsonb_build_object('session_id', m.session_id, 'agent_id', m.agent_id, 'role', m.role,
+                              'kind', m.kind, 'content', m.content, 'created_at', m.created_at,
+                              'importance', m.importance, 'metadata', m.metadata,
+                              'external_id', m.external_id)
+           || case when m.seq = first.seq
+                   then jsonb_build_object('title', s.title, 'project', s.project, 'branch', s.branch,
+                                           'started_at', s.started_at, 'ended_at', s.ended_at,
+                                           'session_metadata', s.metadata)
+                   else '{}'::jsonb end)
+  from recall.sessions s
+  join recall.messages m on m.agent_id = s.agent_id and m.session_id = s.session_id
+  cross join lateral (select min(f.seq) as seq from recall.messages f
+                      where f.agent_id = export_agent.agent_id and f.session_id = s.session_id) first
+  where s.agent_id = export_agent.agent_id and m.agent_id = export_agent.agent_id
+  order by s.started_at, s.session_id, m.seq;
+
+  -- the curated memories, oldest first (a memory comes after the one it supersedes)
+  return query
+  select recall._without_nulls(
+           jsonb_build_object('record', 'memory', 'agent_id', c.agent_id, 'memory_id', c.chunk_id,
+                              'memory_kind', c.memory_kind, 'content', c.content,
+                              'importance', c.importance, 'pinned', c.pinned, 'metadata', c.metadata,
+                              'created_at', c.created_at, 'valid_from', c.valid_from,
+                              'valid_until', c.valid_until, 'supersedes', c.supersedes,
+                              'importance_set_at', c.importance_set_at))
+  from recall.chunks c
+  where c.agent_id = export_agent.agent_id and c.kind = 'memory'
+  order by c.chunk_id;
+
+  -- the importance set by hand on transcript chunks
+  return query
+  select jsonb_build_object('record', 'importance', 'agent_id', c.agent_id, 'session_id', c.session_id,
+                            'chunk_kind', c.kind, 'first_external_id', m.external_id, 'part', c.part,
+                            'importance', c.importance, 'set_at', c.importance_set_at)
+  from recall.chunks c
+  join recall.messages m on m.agent_id = c.agent_id and m.session_id = c.session_id and m.seq = c.first_seq
+  where c.agent_id = export_agent.agent_id and m.agent_id = export_agent.agent_id
+    and c.kind <> 'memory' and c.importance_set_at is not null
+  order by c.session_id, c.first_seq, c.kind, c.part;
+end
+$$;
+
+comment on function recall.export_agent(text) is $c$
+All the memory of agent_id that cannot be derived again, as JSON objects in order, one per line
+of an export file (`pyrecall export`): a header {"pyrecall_export": 1, "agent_id", "exported_at"
+and the counts of what follows}, then each message (sessions by started_at, messages by seq) as a
+line of the generic JSONL format `pyrecall import` reads, the session's title, project, branch,
+started_at, ended_at and session_metadata on its first line; then each curated memory
+({"record": "memory", ...}, oldest first) and each transcript chunk whose importance was set by
+hand ({"record": "importance", ...}). Not exported: chunks, token counts, vectors and summaries
+(made again by `pyrecall embed` / `summarize`). SECURITY INVOKER: an agent's role exports its own
+rows only. An agent with nothing stored gives the header alone. Errors: agent_id missing: 22023.
+$c$;
+
+-- import_records: see the COMMENT below
+create or replace function recall.import_records(agent_id text, records jsonb)
+returns table (memories int, importance int)
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_variable
+declare
+  r jsonb;
+  ids jsonb := '{}';          -- a memory's id in the export -> its id here
+  existing bigint;
+  new_id bigint;
+  sid text;
+  seq int;
+  first_seq int;
+  n_memories int := 0;
+  n_importance int := 0;
+  n int;
+begin
+  perform recall._check_memory_agent(import_records.agent_id);
+  if records is null or jsonb_typeof(records) <> 'array' then
+    raise exception 'records must be a JSON array, got %', coalesce('a JSON ' || jsonb_typeof(records), 'NULL')
+      using errcode = '22023';
+  end if;
+
+  -- memories, in the order of their ids there (one that supersedes another comes after it)
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'memory'
+    order by (x.value->>'memory_id')::bigint nulls last
+  loop
+    if coalesce(r->>'memory_kind', '') not in ('note', 'fact', 'decision', 'preference')
+       or coalesce(btrim(r->>'content', E' \t\r\n'), '') = '' or r->>'valid_from' is null then
+      raise exception 'a memory record needs memory_kind, content and valid_from: %', left(r::text, 200)
+        using errcode = '22023';
+    end if;
+    -- imported before (the same kind, text and start): the same memory
+    select c.chunk_id into existing
+    from recall.chunks c
+    where c.agent_id = import_records.agent_id and c.kind = 'memory'
+      and c.memory_kind = r->>'memory_kind' and c.content = r->>'content'
+      and c.valid_from = (r->>'valid_from')::timestamptz
+    limit 1;
+    if existing is not null then
+      ids := ids || jsonb_build_object(r->>'memory_id', existing);
+      continue;
+    end if;
+    sid := recall._memory_session(import_records.agent_id);
+    perform from recall.sessions s where s.agent_id = import_records.agent_id and s.session_id = sid
+    for no key update;
+    select coalesce(max(c.first_seq), 0) + 1 into seq
+    from recall.chunks c
+    where c.agent_id = import_records.agent_id and c.session_id = sid and c.kind = 'memory';
+    insert into recall.chunks
+      (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens, created_at,
+       importance, metadata, memory_kind, pinned, supersedes, valid_from, valid_until,
+       importance_set_at)
+    values
+      (import_records.agent_id, sid, 'memory', seq, 0, '{}', r->>'content',
+       recall._estimate_tokens(r->>'content'),
+       coalesce((r->>'created_at')::timestamptz, (r->>'valid_from')::timestamptz),
+       coalesce((r->>'importance')::real, 0.7), coalesce(r->'metadata', '{}'),
+       r->>'memory_kind', coalesce((r->>'pinned')::boolean, false),
+       (ids->>(r->>'supersedes'))::bigint,
+       (r->>'valid_from')::timestamptz, (r->>'valid_until')::timestamptz,
+       (r->>'importance_set_at')::timestamptz)
+    returning chunk_id into new_id;
+    if r ? 'memory_id' then
+      ids := ids || jsonb_build_object(r->>'memory_id', new_id);
+    end if;
+    n_memories := n_memories + 1;
+  end loop;
+  if n_memories > 0 then
+    -- the memories session started with the agent's first memory (as remember made it)
+    update recall.sessions s
+       set started_at = (select min(c.created_at) from recall.chunks c
+                         where c.agent_id = import_records.agent_id and c.session_id = sid)
+     where s.agent_id = import_records.agent_id and s.session_id = sid;
+    perform pg_notify('recall_chunks', 'pending');    -- wake a listening worker
+  end if;
+
+  -- importance set by hand: the chunk that starts at the message of that source key
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'importance'
+  loop
+    select m.seq into first_seq
+    from recall.messages m
+    where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
+      and m.external_id = r->>'first_external_id';
+    continue when not found;
+    update recall.chunks c
+       set importance = (r->>'importance')::real,
+           importance_set_at = coalesce((r->>'set_at')::timestamptz, now())
+     where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
+       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq
+       and c.part = coalesce((r->>'part')::int, 0)
+       and (c.importance, c.importance_set_at) is distinct from
+           ((r->>'importance')::real, coalesce((r->>'set_at')::timestamptz, c.importance_set_at));
+    get diagnostics n = row_count;
+    n_importance := n_importance + n;
+  end loop;
+  return query select n_memories, n_importance;
+end
+$$;
+
+comment on function recall.import_records(text, jsonb) is $c$
+Restore into agent_id the records of an export (recall.export_agent) that are not messages,
+given as a JSON array; returns how many memories were stored and how many chunks' importance
+was set. {"record": "memory"}: stored as it was (kind, text, importance, pinned, metadata,
+created_at, valid_from, valid_until; embedded later by the worker), "supersedes" mapped to the
+new id of the memory it names; a memory stored already (same kind, text and valid_from) is not
+stored twice. {"record": "importance"}: set on the chunk of that kind and part starting at the
+message of session_id with that external_id (after its messages are imported: skipped while it is
+missing). Other records are ignored. Errors: agent_id missing, records not a JSON array, a memory
+without kind, text or valid_from: 22023 (nothing of the call is kept).
+$c$;

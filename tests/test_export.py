@@ -1,0 +1,236 @@
+"""Export and import back: recall.export_agent / `pyrecall export` write all of an agent's memory
+that cannot be derived again as JSON lines, `pyrecall import` (the generic JSONL importer and
+recall.import_records) reads them into another database, and the agent's sessions, messages,
+chunks, curated memories (pins, validity, what supersedes what) and importance set by hand are
+then what they were. (Real databases; no vectors: what is exported holds none.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from conftest import drop_database, new_database
+from psycopg.types.json import Jsonb
+from test_security import login, roles  # noqa: F401 (roles: a fixture)
+
+from pyrecall import _sync
+from pyrecall.cli import main
+from pyrecall.client import Recall
+
+HERE = Path(__file__).resolve().parent
+SESSIONS = HERE.parent / "examples" / "sessions" / "acme-api"
+DISCORD = HERE / "fixtures" / "importers" / "discord.json"
+GENERIC = HERE / "fixtures" / "importers" / "generic.jsonl"
+AGENT = "aria"
+
+
+def build(conn) -> None:
+    """Agent aria: four Claude Code sessions (turn pairs), a Discord chat (windows, session
+    metadata), a generic JSONL session (another of its sessions names agent aria-devops);
+    four curated memories, one superseding another, one pinned, one with metadata and a
+    project; the importance of two transcript chunks set by hand."""
+    _sync.index(conn, [SESSIONS, DISCORD, GENERIC], agent_id=AGENT)
+    remember = "select recall.remember(agent_id => %s, content => %s, kind => %s, pinned => %s, " \
+               "metadata => %s, project => %s, supersedes => %s)"
+    first = conn.execute(remember, [AGENT, "Base images: python:3.12-alpine", "decision", False,
+                                    Jsonb({}), None, None]).fetchone()[0]
+    conn.execute(remember, [AGENT, "Staging's load balancer checks port 8080", "fact", True,
+                            Jsonb({"source": "ops", "checked": None}), "/home/dev/acme-api", None])
+    conn.execute(remember, [AGENT, "Base images: python:3.12-slim; alpine only for pure Python", "decision",
+                            False, Jsonb({}), None, first])
+    conn.execute(remember, [AGENT, "Prefers short answers", "preference", False, Jsonb({}), None, None])
+    for kind in ("window", "turn_pair"):
+        chunk = conn.execute("select chunk_id from recall.chunks where agent_id = %s and kind = %s "
+                             "order by session_id, first_seq desc limit 1", [AGENT, kind]).fetchone()[0]
+        conn.execute("select recall.set_importance(%s, %s, %s)", [AGENT, chunk, 0.95 if kind == "window" else 0.1])
+
+
+def snapshot(conn, agent: str = AGENT) -> dict:
+    """What the agent holds that must survive, in database-independent terms (no row ids)."""
+    q = lambda sql: conn.execute(sql, [agent]).fetchall()  # noqa: E731
+    return {
+        "sessions": q("select session_id, title, project, branch, started_at, ended_at, metadata "
+                      "from recall.sessions where agent_id = %s order by session_id"),
+        "messages": q("select session_id, seq, external_id, role, kind, content, created_at, importance, metadata "
+                      "from recall.messages where agent_id = %s order by session_id, seq"),
+        "chunks": q("select session_id, kind, first_seq, part, content, importance, importance_set_at, metadata "
+                    "from recall.chunks where agent_id = %s and kind <> 'memory' "
+                    "order by session_id, kind, first_seq, part"),
+        "memories": q("select c.memory_kind, c.content, c.importance, c.pinned, c.metadata, c.created_at, "
+                      "c.valid_from, c.valid_until, c.importance_set_at, o.content as supersedes "
+                      "from recall.chunks c left join recall.chunks o on o.chunk_id = c.supersedes "
+                      "where c.agent_id = %s and c.kind = 'memory' order by c.valid_from, c.content"),
+    }
+
+
+def write_export(url: str, path: Path, agent: str = AGENT) -> list[dict]:
+    with Recall(url) as r:
+        lines = list(r.export(agent))
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    return lines
+
+
+@pytest.fixture
+def other_url(server_url, template_url):
+    url = new_database(server_url)
+    yield url
+    drop_database(server_url, url)
+
+
+def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_url, other_url, tmp_path):
+    build(conn)
+    before = snapshot(conn)
+    assert len(before["sessions"]) == 7 and len(before["memories"]) == 4     # 4 + chat + standup + memories
+    assert sum(c[6] is not None for c in before["chunks"]) == 2
+    lines = write_export(db_url, tmp_path / "aria.jsonl")
+    header = lines[0]
+    assert header["pyrecall_export"] == 1 and header["agent_id"] == AGENT
+    assert (header["sessions"], header["messages"], header["memories"], header["importance"]) == (
+        6, len(before["messages"]), 4, 2)
+    assert len(lines) == 1 + header["messages"] + 4 + 2
+    # nothing of another agent: the generic file's first session is aria-devops'
+    assert all(x.get("agent_id") == AGENT for x in lines)
+    assert conn.execute("select count(*) from recall.messages where agent_id = 'aria-devops'").fetchone()[0] > 0
+
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else")
+        assert report.problems == []
+        assert (report.inserted, report.memories, report.importance) == (header["messages"], 4, 2)
+        assert snapshot(dest) == before
+        assert dest.execute("select count(*) from recall.chunks").fetchone()[0] == conn.execute(
+            "select count(*) from recall.chunks where agent_id = %s", [AGENT]).fetchone()[0]
+        # the memories are pending embedding, like any new chunk; the chat is still chunked in windows
+        assert dest.execute("select count(*) from recall.chunks where kind = 'memory' and embedding is null"
+                            ).fetchone()[0] == 4
+        assert dest.execute("select count(*) from recall.chunks where kind = 'window'").fetchone()[0] > 0
+        # importing it again adds nothing and changes nothing
+        again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else", full=True)
+        assert (again.inserted, again.memories, again.importance, again.problems) == (0, 0, 0, [])
+        assert snapshot(dest) == before
+        # and the export of the copy is the export of the original, but for its ids and time
+        copy = write_export(other_url, tmp_path / "copy.jsonl")
+        strip = lambda xs: [{k: v for k, v in x.items() if k not in ("memory_id", "supersedes", "exported_at")}  # noqa: E731
+                            for x in xs]
+        assert strip(copy) == strip(lines)
+
+
+def test_supersedes_points_at_the_new_id_of_the_memory_it_replaced(conn, db_url, other_url, tmp_path):
+    build(conn)
+    write_export(db_url, tmp_path / "aria.jsonl")
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        # ids there differ from ids here: another memory first
+        dest.execute("select recall.remember('someone', 'unrelated')")
+        _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
+        rows = dest.execute("select m.content, m.valid_until is not null, o.content from recall.chunks m "
+                            "left join recall.chunks o on o.chunk_id = m.supersedes "
+                            "where m.agent_id = %s and m.kind = 'memory' order by m.chunk_id", [AGENT]).fetchall()
+        assert [r[1] for r in rows] == [True, False, False, False]
+        assert rows[2][2] == "Base images: python:3.12-alpine"
+        # recall (v4 and later) returns a superseded memory only before its replacement
+        current = dest.execute("select content from recall.memories(%s)", [AGENT]).fetchall()
+        assert "Base images: python:3.12-alpine" not in {c for (c,) in current}
+        assert {c for (c,) in current} >= {"Base images: python:3.12-slim; alpine only for pure Python"}
+
+
+def test_a_record_that_cannot_be_restored_is_reported_and_the_rest_imported(other_url, tmp_path):
+    good = {"record": "memory", "agent_id": AGENT, "memory_id": 7, "memory_kind": "fact",
+            "content": "The VPN needs the second factor", "valid_from": "2026-03-01T10:00:00Z"}
+    lines = [
+        {"pyrecall_export": 1, "agent_id": AGENT},
+        {"session_id": "s-1", "agent_id": AGENT, "role": "user", "content": "hello", "external_id": "e1",
+         "created_at": "2026-03-01T09:00:00Z", "session_metadata": {"chunking": "window"},
+         "started_at": "2026-03-01T08:00:00Z"},
+        {**good, "memory_id": 8, "memory_kind": "rumour"},
+        good,
+        {**good, "memory_id": 9, "content": "  "},
+        {**good, "memory_id": 10, "valid_from": "yesterday"},
+        {**good, "memory_id": 11, "valid_until": "2026-02-01T00:00:00Z"},
+        {**good, "memory_id": 12, "importance": 3},
+        {"record": "importance", "agent_id": AGENT, "session_id": "s-1", "chunk_kind": "window",
+         "first_external_id": "e1", "part": 0, "importance": "high"},
+        {"record": "importance", "agent_id": AGENT, "session_id": "s-1", "chunk_kind": "window",
+         "first_external_id": "e1", "part": 0, "importance": 0.9, "set_at": "2026-03-02T00:00:00Z"},
+        {"record": "photo", "agent_id": AGENT},
+    ]
+    path = tmp_path / "broken.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{not json\n", encoding="utf-8")
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        report = _sync.index(dest, [path], agent_id=AGENT)
+        reasons = {p.line: p.reason for p in report.problems}
+        assert set(reasons) == {3, 5, 6, 7, 8, 9, 11, 12}, reasons
+        assert "memory_kind 'rumour'" in reasons[3] and "without content" in reasons[5]
+        assert "valid_from" in reasons[6] and "valid_until" in reasons[7] and "importance" in reasons[8]
+        assert "importance" in reasons[9] and "unknown record 'photo'" in reasons[11]
+        assert (report.inserted, report.memories, report.importance) == (1, 1, 1)
+        assert dest.execute("select content from recall.chunks where kind = 'memory'").fetchall() == [
+            ("The VPN needs the second factor",)]
+        # the session's own start and chunking came with its first line
+        started, chunking, importance = dest.execute(
+            "select s.started_at, s.metadata->>'chunking', c.importance from recall.sessions s "
+            "join recall.chunks c on c.session_id = s.session_id where s.session_id = 's-1'").fetchone()
+        assert (started.isoformat(), chunking, round(importance, 3)) == ("2026-03-01T08:00:00+00:00", "window", 0.9)
+
+
+def test_a_newer_export_format_is_said_and_read_as_far_as_it_goes(other_url, tmp_path):
+    path = tmp_path / "future.jsonl"
+    path.write_text(json.dumps({"pyrecall_export": 2, "agent_id": AGENT}) + "\n"
+                    + json.dumps({"session_id": "s-2", "role": "user", "content": "hi"}) + "\n", encoding="utf-8")
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        report = _sync.index(dest, [path], agent_id=AGENT)
+        assert [p.line for p in report.problems] == [1] and "newer" in report.problems[0].reason
+        assert report.inserted == 1
+
+
+def test_import_records_checks_its_arguments(conn):
+    for agent, records, message in [(None, Jsonb([]), "agent_id is required"),
+                                    (AGENT, Jsonb({}), "must be a JSON array, got a JSON object"),
+                                    (AGENT, Jsonb([{"record": "memory", "memory_kind": "fact"}]),
+                                     "needs memory_kind, content and valid_from")]:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            conn.execute("select * from recall.import_records(%s, %s)", [agent, records])
+    assert conn.execute("select count(*) from recall.chunks").fetchone()[0] == 0
+    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0)
+
+
+def test_the_export_of_an_agent_role_is_its_own(conn, db_url, roles):  # noqa: F811 (a fixture)
+    """Row-level security: an agent's role exports its own agent, and nothing of another
+    (tests/test_security.py probes every function so; this is the export file's view)."""
+    build(conn)
+    with login(db_url, roles["agent"], AGENT) as agent:
+        own = [r[0] for r in agent.execute("select recall.export_agent(%s)", [AGENT])]
+        other = [r[0] for r in agent.execute("select recall.export_agent('aria-devops')")]
+    everything = [r[0] for r in conn.execute("select recall.export_agent(%s)", [AGENT])]
+    assert [x for x in own if "exported_at" not in x] == [x for x in everything if "exported_at" not in x]
+    assert len(other) == 1 and other[0]["messages"] == 0
+
+
+def test_pyrecall_export_and_import_on_the_command_line(conn, db_url, other_url, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYRECALL_AGENT", raising=False)
+    build(conn)
+    out = tmp_path / "aria.jsonl"
+    cli = lambda url, *args: CliRunner().invoke(main, [str(a) for a in args], env={"PYRECALL_DSN": url})  # noqa: E731
+    result = cli(db_url, "export", "--agent-id", AGENT, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "exported agent 'aria': 6 session(s)" in result.output and "4 curated memories" in result.output
+    assert json.loads(out.read_text().splitlines()[0])["pyrecall_export"] == 1
+    assert list(tmp_path.iterdir()) == [out]                        # no temporary file left
+    # to standard output: the same lines
+    result = cli(db_url, "export", "--agent-id", AGENT)
+    assert result.exit_code == 0
+    printed = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [x for x in printed if "exported_at" not in x] == [
+        x for x in map(json.loads, out.read_text().splitlines()) if "exported_at" not in x]
+    # an agent with nothing: an error, and no file
+    result = cli(db_url, "export", "--agent-id", "nobody", "-o", tmp_path / "nobody.jsonl")
+    assert result.exit_code == 1 and "agent 'nobody' has no sessions or memories" in result.output
+    assert not (tmp_path / "nobody.jsonl").exists()
+    # read back elsewhere
+    result = cli(other_url, "import", out)
+    assert result.exit_code == 0, result.output
+    assert "restored: 4 curated memories, importance of 2 chunk(s)" in result.output
+    assert "already stored  (agent aria)" in result.output      # the file's agent, not the default
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        assert snapshot(dest) == snapshot(conn)
