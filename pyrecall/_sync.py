@@ -356,9 +356,11 @@ def _record(conn: psycopg.Connection, path: Path, agent_id: str, fmt: str, size:
                                  else excluded.messages end,
                  problems = case when %s then f.problems + excluded.problems
                                  else excluded.problems end,
-                 synced_at = now()""",
+                 synced_at = %s""",
+        # the time as a value: a Citus cluster refuses a non-immutable function (now()) in the
+        # DO UPDATE of a distributed table (`pyrecall import` on a coordinator failed so)
         [str(path), agent_id, fmt, size, mtime, offset, sha, messages, problems,
-         accumulate, accumulate])
+         accumulate, accumulate, datetime.now(UTC)])
 
 
 def _remember_roots(conn: psycopg.Connection, folders: list[Path], agent_id: str) -> None:
@@ -367,8 +369,8 @@ def _remember_roots(conn: psycopg.Connection, folders: list[Path], agent_id: str
         conn.execute(
             """insert into recall.source_files (path, agent_id, format, size, mtime)
                values (%s, %s, %s, 0, %s)
-               on conflict (agent_id, path) do update set synced_at = now()""",
-            [str(folder), agent_id, FOLDER, now])
+               on conflict (agent_id, path) do update set synced_at = %s""",
+            [str(folder), agent_id, FOLDER, now, now])
 
 
 def _forget_gone(conn: psycopg.Connection, roots: list[Path], agent_id: str,

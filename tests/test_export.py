@@ -61,7 +61,7 @@ def snapshot(conn, agent: str = AGENT) -> dict:
                     "order by session_id, kind, first_seq, part"),
         "memories": q("select c.memory_kind, c.content, c.importance, c.pinned, c.metadata, c.created_at, "
                       "c.valid_from, c.valid_until, c.importance_set_at, o.content as supersedes "
-                      "from recall.chunks c left join recall.chunks o on o.chunk_id = c.supersedes "
+                      "from recall.chunks c left join recall.chunks o on o.agent_id = c.agent_id and o.chunk_id = c.supersedes "
                       "where c.agent_id = %s and c.kind = 'memory' order by c.valid_from, c.content"),
     }
 

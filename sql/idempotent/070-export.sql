@@ -143,6 +143,9 @@ declare
   n_memories int := 0;
   n_importance int := 0;
   n int;
+  v_importance real;
+  v_set_at timestamptz;
+  v_part int;
 begin
   perform recall._check_memory_agent(import_records.agent_id);
   if records is null or jsonb_typeof(records) <> 'array' then
@@ -216,14 +219,17 @@ begin
     where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
       and m.external_id = r->>'first_external_id';
     continue when not found;
+    -- the values first (a Citus cluster allows no stable function in a distributed UPDATE's CASE
+    -- or COALESCE)
+    v_importance := (r->>'importance')::real;
+    v_set_at := coalesce((r->>'set_at')::timestamptz, now());
+    v_part := coalesce((r->>'part')::int, 0);
     update recall.chunks c
-       set importance = (r->>'importance')::real,
-           importance_set_at = coalesce((r->>'set_at')::timestamptz, now())
+       set importance = v_importance, importance_set_at = v_set_at
      where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
-       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq
-       and c.part = coalesce((r->>'part')::int, 0)
-       and (c.importance, c.importance_set_at) is distinct from
-           ((r->>'importance')::real, coalesce((r->>'set_at')::timestamptz, c.importance_set_at));
+       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq and c.part = v_part
+       and (c.importance is distinct from v_importance
+            or (r ? 'set_at' and c.importance_set_at is distinct from v_set_at));
     get diagnostics n = row_count;
     n_importance := n_importance + n;
   end loop;
