@@ -4,10 +4,8 @@ library errors become one-line messages, never tracebacks."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import copy
 import functools
-import itertools
 import json
 import logging
 import os
@@ -25,7 +23,7 @@ import click
 # psycopg, numpy and the database module are imported by the commands that use them (~0.25 s
 # that `pyrecall --help` and the commands without a database do without)
 from . import _config
-from ._errors import PyrecallError, is_database_error, one_line
+from ._errors import NotFoundError, PyrecallError, is_database_error, one_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # sentence-transformers draws a progress bar while it loads a model: not for our users
@@ -1316,31 +1314,11 @@ def export(agent, output, dsn):
       pyrecall import aria.jsonl --dsn postgresql://db.internal/memory && pyrecall embed --dsn ...
     """
     r = _client(dsn)
-    tmp = None
     try:
-        lines = r.export(agent)
-        header = next(lines)
-        if not (header["sessions"] or header["memories"]):
-            raise click.ClickException(f"agent {agent!r} has no sessions or memories in this "
-                                       "database: nothing exported (--agent-id or $PYRECALL_AGENT names "
-                                       "the agent)")
-        if output is None:
-            out = sys.stdout
-        else:
-            # written beside the target, then renamed over it: never a half-written export
-            tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-            out = open(tmp, "w", encoding="utf-8")
-        with contextlib.ExitStack() as stack:
-            if output is not None:
-                stack.enter_context(out)
-            for line in itertools.chain([header], lines):
-                out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        if tmp is not None:
-            os.replace(tmp, output)
-            tmp = None
+        header = r.export(agent, sys.stdout if output is None else output)
+    except NotFoundError as exc:
+        raise click.ClickException(f"{exc} (--agent-id or $PYRECALL_AGENT names the agent)") from None
     finally:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
         r.close()
     click.echo(f"exported agent {agent!r}: {header['sessions']} session(s), {header['messages']} messages, "
                f"{header['memories']} curated memories, importance of {header['importance']} chunk(s)"

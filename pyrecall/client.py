@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
+import json
 import logging
 import os
 import threading
@@ -15,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 import psycopg
@@ -869,21 +871,46 @@ class Recall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
 
-    def export(self, agent_id: str) -> Iterator[dict]:
-        """All of the agent's memory that cannot be derived again, one JSON object per line of
-        an export file (recall.export_agent): a header, its messages with their sessions, its
-        curated memories and the importance set by hand. Read from the server in batches (a
-        named cursor, in a transaction of its own); :meth:`import_` reads such a file back.
+    def export(self, agent_id: str, out: str | os.PathLike | TextIO) -> dict:
+        """Write all of the agent's memory that cannot be derived again to ``out`` (a path, or
+        a text stream), one JSON object a line (recall.export_agent): a header, its messages
+        with their sessions, its curated memories and the importance set by hand. A path is
+        written whole or not at all (a file beside it, renamed over it at the end). Returns the
+        header (the counts). :meth:`import_` reads such a file back, here or elsewhere.
+        NotFoundError, nothing written, when the agent has no session and no memory.
 
-        >>> with open("aria.jsonl", "w") as f:  # doctest: +SKIP
-        ...     for line in r.export("aria"):
-        ...         f.write(json.dumps(line) + "\n")
+        >>> r.export("aria", "aria.jsonl")["messages"]  # doctest: +SKIP
+        1204
         """
+        lines = self._export_lines(agent_id)
+        header = next(lines)
+        if not (header["sessions"] or header["memories"]):
+            lines.close()
+            raise NotFoundError(f"agent {agent_id!r} has no sessions or memories in this database: "
+                                "nothing exported")
+        if not isinstance(out, str | os.PathLike):
+            for line in itertools.chain([header], lines):
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            return header
+        path = Path(out)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for line in itertools.chain([header], lines):
+                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+            lines.close()
+        return header
+
+    def _export_lines(self, agent_id: str) -> Iterator[dict]:
+        """recall.export_agent's lines, read 2,000 at a time (a named cursor, in a transaction
+        of its own: one snapshot of the agent)."""
         with self.conn.transaction(), self.conn.cursor(name="pyrecall_export") as cur:
             cur.itersize = 2000
             cur.execute("select line from recall.export_agent(%s) as line", [agent_id])
-            for (line,) in cur:
-                yield line
+            yield from (line for (line,) in cur)
 
     # -- import transcripts, summarize
     def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,
@@ -1253,6 +1280,10 @@ class AsyncRecall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         cur = await self.conn.execute(MEMORIES_SQL, args)
         return [CuratedMemory(*row) for row in await cur.fetchall()]
+
+    async def export(self, agent_id: str, out: str | os.PathLike | TextIO) -> dict:
+        """See :meth:`Recall.export`."""
+        return await self._in_thread("export", agent_id, out)
 
     # -- import transcripts, summarize (on a worker thread: they commit file by file)
     async def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,

@@ -68,8 +68,9 @@ def snapshot(conn, agent: str = AGENT) -> dict:
 
 def write_export(url: str, path: Path, agent: str = AGENT) -> list[dict]:
     with Recall(url) as r:
-        lines = list(r.export(agent))
-    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+        header = r.export(agent, path)
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == header
     return lines
 
 
@@ -182,6 +183,31 @@ def test_a_newer_export_format_is_said_and_read_as_far_as_it_goes(other_url, tmp
         report = _sync.index(dest, [path], agent_id=AGENT)
         assert [p.line for p in report.problems] == [1] and "newer" in report.problems[0].reason
         assert report.inserted == 1
+
+
+def test_the_python_client_exports_to_a_stream_and_async(conn, db_url, tmp_path):
+    import asyncio
+    import io
+
+    from pyrecall._errors import NotFoundError
+    from pyrecall.client import AsyncRecall
+
+    build(conn)
+    stream = io.StringIO()
+    with Recall(db_url) as r:
+        header = r.export(AGENT, stream)
+        with pytest.raises(NotFoundError, match="agent 'nobody' has no sessions or memories"):
+            r.export("nobody", tmp_path / "nobody.jsonl")
+    assert not (tmp_path / "nobody.jsonl").exists() and list(tmp_path.iterdir()) == []
+    lines = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert lines[0] == header and len(lines) == 1 + header["messages"] + 4 + 2
+
+    async def go():
+        async with await AsyncRecall.connect(db_url) as a:
+            return await a.export(AGENT, tmp_path / "async.jsonl")
+    assert asyncio.run(go())["messages"] == header["messages"]
+    again = [json.loads(x) for x in (tmp_path / "async.jsonl").read_text().splitlines()]
+    assert [x for x in again if "exported_at" not in x] == [x for x in lines if "exported_at" not in x]
 
 
 def test_import_records_checks_its_arguments(conn):
