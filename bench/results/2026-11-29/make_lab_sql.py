@@ -1,5 +1,6 @@
-"""Write mcp_fill_lab.sql: scratch copies of release 13's fill and auto_context (recall._lab_*)
-made from sql/released/v13.sql, each with one change, so each change is timed on its own."""
+"""lab_sql(): scratch copies of release 13's fill and auto_context (recall._lab_*) made from
+sql/released/v13.sql, each with one change, so that each change is timed on its own
+(mcp_fill_lab.py loads them; generated at each run, never stored)."""
 
 from pathlib import Path
 
@@ -42,10 +43,12 @@ returns int language sql stable set search_path to pg_catalog, public, pg_temp a
 $f$;
 """
 
-out = [PREV_FN]
-for tag, prev in VARIANTS.items():
-    out.append(FILL.replace("recall._fill_v13(", f"recall._lab_fill_{tag}(").replace(OLD_PREV, prev))
-    out.append(AUTO.replace("recall.auto_context_v13(", f"recall._lab_auto_context_{tag}(")
-               .replace("recall._fill_v13(", f"recall._lab_fill_{tag}(")
-               .replace("auto_context_v13.", f"_lab_auto_context_{tag}."))
-(HERE / "mcp_fill_lab.sql").write_text("\n".join(out))
+
+def lab_sql() -> str:
+    out = [PREV_FN]
+    for tag, prev in VARIANTS.items():
+        out.append(FILL.replace("recall._fill_v13(", f"recall._lab_fill_{tag}(").replace(OLD_PREV, prev))
+        out.append(AUTO.replace("recall.auto_context_v13(", f"recall._lab_auto_context_{tag}(")
+                   .replace("recall._fill_v13(", f"recall._lab_fill_{tag}(")
+                   .replace("auto_context_v13.", f"_lab_auto_context_{tag}."))
+    return "\n".join(out)

@@ -4,7 +4,7 @@ One build of the bench's data (`pyrecall bench mcp --chunks 100000 --tool contex
 model`: the same generator, seed, model centres and queries) into an embedded PostgreSQL kept
 between runs, then auto_context timed as the MCP server calls it (bound: role recall_agent,
 row-level security, one pooled connection) for each function named, alternating call by call.
-Scratch variants of the fill (recall._lab_*) are loaded from mcp_fill_lab.sql beside this file.
+Scratch variants of the fill (recall._lab_*) are made by make_lab_sql.py beside this file.
 
     python mcp_fill_lab.py setup                 # start the server, build (once, ~6 min)
     python mcp_fill_lab.py time auto_context_v12 auto_context_v13 _lab_auto_context_x ...
@@ -31,6 +31,9 @@ from pyrecall.bench import latency, load, mcp_latency
 from pyrecall.client import _auto_args, _call
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from make_lab_sql import lab_sql  # noqa: E402
+
 LAB = Path("/tmp/mcp-lab")
 PG = LAB / "pg"
 CALLS, WARMUP = 100, 10
@@ -65,9 +68,8 @@ def time_functions(functions: list[str], budget: int = 4000) -> None:
     agent = (LAB / "agent").read_text()
     queries = json.loads((LAB / "queries.json").read_text())
     vectors = list(np.load(LAB / "queries.npy"))
-    lab_sql = HERE / "mcp_fill_lab.sql"
     with _db.connect(url) as conn:
-        conn.execute(lab_sql.read_text())
+        conn.execute(lab_sql())
         conn.commit()
     as_of = datetime.now(UTC)     # one instant: rows comparable call to call
     pool = Pool(url, agent, size=1)
@@ -111,7 +113,7 @@ def mcp(functions: list[str], rounds: int) -> None:
     start = stable.index("create or replace function recall.auto_context(")
     stable = stable[start:stable.index("\n$$;\n", start) + 5]
     with _db.connect(url) as conn:
-        conn.execute((HERE / "mcp_fill_lab.sql").read_text())
+        conn.execute(lab_sql())
         conn.commit()
     for r in range(rounds):
         for f in (functions if r % 2 == 0 else functions[::-1]):
