@@ -197,8 +197,8 @@ def fill_rich(url: str) -> dict:
 
 def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, monkeypatch):
     """010-agent-first-keys on a database with data: every row of every table the same after,
-    the new keys in place, recall (the three public functions and the memories) returns what
-    it returned before, and writing goes on through the new ON CONFLICT targets."""
+    the new keys in place, recall (hybrid_recall and session_recall by their stable names,
+    auto_context_v4 as the stable name called it then, and the memories) returns what it returned before, and writing goes on through the new ON CONFLICT targets."""
     old = old_sql(BEFORE_KEYS, tmp_path)
     url = new_database(server_url, template=None)
     try:
@@ -212,7 +212,9 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
                       "'agent-a', 'certificate deploy', %(q)s, k => 20)",
             "session": "select chunk_id, session_id, session_rank from recall.session_recall("
                        "'agent-a', 'certificate deploy', %(q)s)",
-            "auto": "select chunk_id, section, content from recall.auto_context("
+            # (by its name then, v4: the stable name now calls v14, whose Recent is in reading
+            # order, sessions newest first; tests/test_auto_context_v14.py)
+            "auto": "select chunk_id, section, content from recall.auto_context_v4("
                     "'agent-a', 'infra', task_text => 'certificate', task_embedding => %(q)s)",
             "memories": "select memory_id, content, pinned from recall.memories('agent-a')",
         }
