@@ -155,17 +155,19 @@ def test_a_record_that_cannot_be_restored_is_reported_and_the_rest_imported(othe
         {"record": "importance", "agent_id": AGENT, "session_id": "s-1", "chunk_kind": "window",
          "first_external_id": "e1", "part": 0, "importance": 0.9, "set_at": "2026-03-02T00:00:00Z"},
         {"record": "photo", "agent_id": AGENT},
+        # a message of another tool that has a field "record" is a message
+        {"session_id": "s-1", "role": "assistant", "content": "noted", "record": "yes", "external_id": "e2"},
     ]
     path = tmp_path / "broken.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{not json\n", encoding="utf-8")
     with psycopg.connect(other_url, autocommit=True) as dest:
         report = _sync.index(dest, [path], agent_id=AGENT)
         reasons = {p.line: p.reason for p in report.problems}
-        assert set(reasons) == {3, 5, 6, 7, 8, 9, 11, 12}, reasons
+        assert set(reasons) == {3, 5, 6, 7, 8, 9, 11, 13}, reasons
         assert "memory_kind 'rumour'" in reasons[3] and "without content" in reasons[5]
         assert "valid_from" in reasons[6] and "valid_until" in reasons[7] and "importance" in reasons[8]
         assert "importance" in reasons[9] and "unknown record 'photo'" in reasons[11]
-        assert (report.inserted, report.memories, report.importance) == (1, 1, 1)
+        assert (report.inserted, report.memories, report.importance) == (2, 1, 1)
         assert dest.execute("select content from recall.chunks where kind = 'memory'").fetchall() == [
             ("The VPN needs the second factor",)]
         # the session's own start and chunking came with its first line

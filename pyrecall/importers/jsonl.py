@@ -59,7 +59,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
         try:
             if "pyrecall_export" in obj:
                 _header(n, obj, lines)
-            elif "record" in obj:
+            elif "record" in obj and "role" not in obj:   # (a message may carry a field "record")
                 _record(n, obj, lines, records)
             else:
                 _line(n, obj, lines, sessions, default_sid, given)
@@ -102,11 +102,12 @@ def _memory_problem(obj: dict) -> str | None:
     content = obj.get("content")
     if not isinstance(content, str) or not content.strip():
         return "without content"
+    times = {}
     for field in ("valid_from", "valid_until", "created_at", "importance_set_at"):
-        when, ok = parse_time(obj.get(field))
-        if not ok or (field == "valid_from" and when is None):
+        times[field], ok = parse_time(obj.get(field))
+        if not ok or (field == "valid_from" and times[field] is None):
             return f"without a readable {field}"
-    if parse_time(obj.get("valid_until"))[0] and parse_time(obj["valid_until"])[0] < parse_time(obj["valid_from"])[0]:
+    if times["valid_until"] is not None and times["valid_until"] < times["valid_from"]:
         return "ending (valid_until) before it starts (valid_from)"
     if not _unit(obj.get("importance", 0.7)):
         return "with an importance that is not a number between 0 and 1"
