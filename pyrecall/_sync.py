@@ -71,6 +71,8 @@ class FileResult:
     inserted: int = 0      # of which new
     memories: int = 0      # curated memories restored (an export's records)
     importance: int = 0    # chunks whose importance set by hand was restored
+    vectors: int = 0       # chunks given their exported vector (`pyrecall export --vectors`)
+    turns: int = 0         # messages given their exported counts or vector
     agents: set[str] = field(default_factory=set)   # the agents written to (a file may name its own)
     problems: list[Problem] = field(default_factory=list)
 
@@ -108,6 +110,14 @@ class SyncReport:
         return sum(f.memories for f in self.files)
 
     @property
+    def vectors(self) -> int:
+        return sum(f.vectors for f in self.files)
+
+    @property
+    def turns(self) -> int:
+        return sum(f.turns for f in self.files)
+
+    @property
     def agents(self) -> list[str]:
         return sorted({a for f in self.files for a in f.agents})
 
@@ -136,6 +146,7 @@ class SyncReport:
             "sessions": self.sessions, "messages": self.messages,
             "inserted": self.inserted, "skipped": self.skipped,
             "memories": self.memories, "importance": self.importance,
+            "vectors": self.vectors, "turns": self.turns,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
         }
@@ -291,7 +302,8 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
             ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
-            result.memories, result.importance = _restore(conn, parsed.records, agent_id)
+            result.memories, result.importance, result.vectors, result.turns = _restore(
+                conn, parsed.records, agent_id)
             result.agents = ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
                              | {r.get("agent_id") or agent_id for r in parsed.records})
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
@@ -309,17 +321,26 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         return result
 
 
-def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, int]:
-    """An export's memories and importance (recall.import_records), per agent named (its
-    messages are stored first, in the same transaction); (memories, importance) restored."""
+def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, ...]:
+    """An export's memories, importance, vectors and turns (recall.import_records), per agent
+    named and in batches (its messages are stored first, in the same transaction); how many of
+    each were restored."""
     by_agent: dict[str, list[dict]] = {}
     for r in records:
         by_agent.setdefault(r.get("agent_id") or agent_id, []).append(r)
-    memories = importance = 0
+    totals = [0, 0, 0, 0]
     for agent, mine in by_agent.items():
-        m, i = conn.execute("select * from recall.import_records(%s, %s)", [agent, Jsonb(mine)]).fetchone()
-        memories, importance = memories + m, importance + i
-    return memories, importance
+        # memories in one call (one may supersede another); the rest 5,000 records a call
+        memories = [r for r in mine if r.get("record") == "memory"]
+        rest = [r for r in mine if r.get("record") != "memory"]
+        for batch in [memories] + [rest[i:i + RECORDS_PER_CALL] for i in range(0, len(rest), RECORDS_PER_CALL)]:
+            if batch:
+                got = conn.execute("select * from recall.import_records(%s, %s)", [agent, Jsonb(batch)]).fetchone()
+                totals = [t + g for t, g in zip(totals, got, strict=True)]
+    return tuple(totals)
+
+
+RECORDS_PER_CALL = 5000
 
 
 def _not_transcript(path: Path, size: int) -> FileResult:

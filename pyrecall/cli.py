@@ -725,8 +725,10 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
     named = f"agent {agents[0]}" if len(agents) == 1 else f"agents {', '.join(agents)}"
     click.echo(f"sessions: {d['sessions']}  messages: {d['inserted']} new, {d['skipped']} already "
                f"stored  ({named})")
-    if d["memories"] or d["importance"]:
-        click.echo(f"restored: {d['memories']} curated memories, importance of {d['importance']} chunk(s)")
+    if d["memories"] or d["importance"] or d["vectors"] or d["turns"]:
+        click.echo(f"restored: {d['memories']} curated memories, importance of {d['importance']} chunk(s)"
+                   + (f", vectors of {d['vectors']} chunk(s), counts or vectors of {d['turns']} message(s)"
+                      if d["vectors"] or d["turns"] else ""))
     if report.gone:
         click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
     problems = report.problems
@@ -1295,33 +1297,39 @@ def pin(memory_id, off, agent, dsn):
 @agent_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help="Write the export here (default: standard output).")
+@click.option("--vectors", is_flag=True,
+              help="Also the vectors and token counts, so that the destination need not embed again "
+                   "(it must use the same model; a file ~4 KB larger per chunk and per message).")
 @dsn_option
 @handle_errors
-def export(agent, output, dsn):
+def export(agent, output, vectors, dsn):
     """Export all of an agent's memory that cannot be derived again to a JSONL file: its
     sessions and messages, its curated memories (pins, validity, what supersedes what) and the
     importance set by hand. `pyrecall import FILE` reads it back, into this database or another
     (a server, a Citus cluster, a newer pyrecall); importing it twice adds nothing.
 
-    Chunks, token counts, vectors and summaries are not exported: `pyrecall embed` and
-    `pyrecall summarize` make them again, with the model the destination uses. The file is
-    written whole or not at all.
+    Chunks and summaries are not exported (the destination derives them again); vectors and
+    token counts only with --vectors, else `pyrecall embed` makes them again there, with the
+    model it uses. The file is written whole or not at all.
 
     \b
     Examples:
       pyrecall export -o claude-code.jsonl
       pyrecall export --agent-id aria -o aria.jsonl
+      pyrecall export --vectors -o claude-code.jsonl        # no embedding at the destination
       pyrecall import aria.jsonl --dsn postgresql://db.internal/memory && pyrecall embed --dsn ...
     """
     r = _client(dsn)
     try:
-        header = r.export(agent, sys.stdout if output is None else output)
+        header = r.export(agent, sys.stdout if output is None else output, vectors=vectors)
     except NotFoundError as exc:
         raise click.ClickException(f"{exc} (--agent-id or $PYRECALL_AGENT names the agent)") from None
     finally:
         r.close()
     click.echo(f"exported agent {agent!r}: {header['sessions']} session(s), {header['messages']} messages, "
                f"{header['memories']} curated memories, importance of {header['importance']} chunk(s)"
+               + (f", vectors of {header['vectors']} chunk(s) and counts or vectors of {header['turns']} "
+                  "message(s)" if vectors else "")
                + (f" to {output}" if output is not None else ""), err=True)
 
 

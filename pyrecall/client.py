@@ -871,18 +871,20 @@ class Recall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
 
-    def export(self, agent_id: str, out: str | os.PathLike | TextIO) -> dict:
+    def export(self, agent_id: str, out: str | os.PathLike | TextIO, *, vectors: bool = False) -> dict:
         """Write all of the agent's memory that cannot be derived again to ``out`` (a path, or
         a text stream), one JSON object a line (recall.export_agent): a header, its messages
         with their sessions, its curated memories and the importance set by hand. A path is
         written whole or not at all (a file beside it, renamed over it at the end). Returns the
-        header (the counts). :meth:`import_` reads such a file back, here or elsewhere.
+        header (the counts). ``vectors``: also each chunk's and message's vector and token
+        counts, so that the destination (with the same model) need not embed again.
+        :meth:`import_` reads such a file back, here or elsewhere.
         NotFoundError, nothing written, when the agent has no session and no memory.
 
         >>> r.export("aria", "aria.jsonl")["messages"]  # doctest: +SKIP
         1204
         """
-        lines = self._export_lines(agent_id)
+        lines = self._export_lines(agent_id, vectors)
         header = next(lines)
         if not (header["sessions"] or header["memories"]):
             lines.close()
@@ -904,12 +906,12 @@ class Recall:
             lines.close()
         return header
 
-    def _export_lines(self, agent_id: str) -> Iterator[dict]:
+    def _export_lines(self, agent_id: str, vectors: bool = False) -> Iterator[dict]:
         """recall.export_agent's lines, read 2,000 at a time (a named cursor, in a transaction
         of its own: one snapshot of the agent)."""
         with self.conn.transaction(), self.conn.cursor(name="pyrecall_export") as cur:
             cur.itersize = 2000
-            cur.execute("select line from recall.export_agent(%s) as line", [agent_id])
+            cur.execute("select line from recall.export_agent(%s, %s) as line", [agent_id, vectors])
             yield from (line for (line,) in cur)
 
     # -- import transcripts, summarize
@@ -1281,9 +1283,9 @@ class AsyncRecall:
         cur = await self.conn.execute(MEMORIES_SQL, args)
         return [CuratedMemory(*row) for row in await cur.fetchall()]
 
-    async def export(self, agent_id: str, out: str | os.PathLike | TextIO) -> dict:
+    async def export(self, agent_id: str, out: str | os.PathLike | TextIO, *, vectors: bool = False) -> dict:
         """See :meth:`Recall.export`."""
-        return await self._in_thread("export", agent_id, out)
+        return await self._in_thread("export", agent_id, out, vectors=vectors)
 
     # -- import transcripts, summarize (on a worker thread: they commit file by file)
     async def import_(self, paths: Iterable[str | os.PathLike], *, agent_id: str, full: bool = False,

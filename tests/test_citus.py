@@ -391,21 +391,24 @@ def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, clu
     """recall.export_agent and recall.import_records (pyrecall export / import) are delegated to
     the agent's worker: an agent built on one node and moved to the cluster, then exported from
     the cluster, is the agent it was (sessions, messages, chunks, memories, importance)."""
-    from test_export import build, snapshot, write_export
+    from test_export import build, snapshot, vectors_of, write_export
 
     from pyrecall import _sync
 
     _, nodes = cluster
     tag = uuid.uuid4().hex[:6]
     build(conn)
+    Worker(conn, FakeEmbedder(), agent="aria").run()           # with its vectors: none embedded again
     # the agent, renamed for this run (session ids are the cluster's keys with the agent)
     agent = next(a for v in agents_on_each_worker(coord, nodes, f"exp{tag}").values() for a in v)
-    lines = write_export(conn.info.dsn, tmp_path / "one.jsonl")
+    lines = write_export(conn.info.dsn, tmp_path / "one.jsonl", vectors=True)
     renamed = [{**x, "agent_id": agent, **({"session_id": f"{tag}-{x['session_id']}"} if "session_id" in x else {})}
                for x in lines]
     (tmp_path / "one.jsonl").write_text("".join(json.dumps(x) + "\n" for x in renamed), encoding="utf-8")
     report = _sync.index(coord, [tmp_path / "one.jsonl"], agent_id=agent)
     assert report.problems == [] and (report.memories, report.importance) == (4, 2)
+    assert (report.vectors, report.turns) == (lines[0]["vectors"], lines[0]["turns"])
+    assert count_pending(coord, agent=agent) == 0
     on_cluster = snapshot(coord, agent)
     here = snapshot(conn)
     # the rows without the session ids (renamed), in one order (repr: None beside text)
@@ -413,8 +416,9 @@ def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, clu
                                      for r in rows), key=repr)
                           for k, rows in snap.items()}
     assert strip(on_cluster) == strip(here)
+    assert strip(vectors_of(coord, agent)) == strip(vectors_of(conn))
     # exported from the cluster: the same lines as from the single node, but for the names
-    back = [x for x in write_export(coord.info.dsn, tmp_path / "cluster.jsonl", agent)]
+    back = [x for x in write_export(coord.info.dsn, tmp_path / "cluster.jsonl", agent, vectors=True)]
     drop = lambda x: {k: v for k, v in x.items() if k not in ("memory_id", "supersedes", "exported_at")}  # noqa: E731
     assert [drop(x) for x in back] == [drop(x) for x in renamed]
 

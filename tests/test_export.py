@@ -2,7 +2,9 @@
 that cannot be derived again as JSON lines, `pyrecall import` (the generic JSONL importer and
 recall.import_records) reads them into another database, and the agent's sessions, messages,
 chunks, curated memories (pins, validity, what supersedes what) and importance set by hand are
-then what they were. (Real databases; no vectors: what is exported holds none.)"""
+then what they were; exported with vectors, the destination embeds only what the file could not
+give it, and recalls the same rows. (Real databases; the hash embedder's vectors, these tests being about what is
+carried, not about ranking.)"""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from conftest import drop_database, new_database
+from fake_embedder import FakeEmbedder
+from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from test_security import login, roles  # noqa: F401 (roles: a fixture)
 
 from pyrecall import _sync
+from pyrecall._worker import Worker, count_pending
 from pyrecall.cli import main
 from pyrecall.client import Recall
 
@@ -66,9 +71,9 @@ def snapshot(conn, agent: str = AGENT) -> dict:
     }
 
 
-def write_export(url: str, path: Path, agent: str = AGENT) -> list[dict]:
+def write_export(url: str, path: Path, agent: str = AGENT, *, vectors: bool = False) -> list[dict]:
     with Recall(url) as r:
-        header = r.export(agent, path)
+        header = r.export(agent, path, vectors=vectors)
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     assert lines[0] == header
     return lines
@@ -116,6 +121,58 @@ def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_ur
         strip = lambda xs: [{k: v for k, v in x.items() if k not in ("memory_id", "supersedes", "exported_at")}  # noqa: E731
                             for x in xs]
         assert strip(copy) == strip(lines)
+
+
+def vectors_of(conn, agent: str = AGENT) -> dict:
+    q = lambda sql: conn.execute(sql, [agent]).fetchall()  # noqa: E731
+    return {
+        "chunks": q("select c.session_id, c.kind, c.first_seq, c.part, c.embedding::text, c.embedding_model, "
+                    "c.n_tokens from recall.chunks c where c.agent_id = %s and c.kind <> 'memory' "
+                    "order by 1, 2, 3, 4"),
+        "memories": q("select content, embedding::text, embedding_model, n_tokens from recall.chunks "
+                      "where agent_id = %s and kind = 'memory' order by content"),
+        "messages": q("select session_id, seq, n_tokens, date_tokens, embedding::text from recall.messages "
+                      "where agent_id = %s order by 1, 2"),
+    }
+
+
+def found(conn, query: str) -> list[tuple]:
+    """hybrid_recall's rows for a query, in database-independent terms (no ids)."""
+    v = FakeEmbedder().vector(query)
+    return conn.execute("select session_id, kind, content, round(score::numeric, 9), n_tokens "
+                        "from recall.hybrid_recall(%s, %s, %s, k => 10, token_budget => 600, "
+                        "as_of => '2026-04-01')", [AGENT, query, v]).fetchall()
+
+
+def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, db_url, other_url, tmp_path):
+    build(conn)
+    Worker(conn, FakeEmbedder(), agent=AGENT).run()
+    assert count_pending(conn, agent=AGENT) == 0
+    lines = write_export(db_url, tmp_path / "aria.jsonl", vectors=True)
+    header = lines[0]
+    embedded = conn.execute("select count(*) from recall.chunks where agent_id = %s and kind <> 'memory' "
+                            "and embedding is not null", [AGENT]).fetchone()[0]
+    assert header["vectors"] == embedded > 0 and header["turns"] > 0
+    assert sum(x.get("record") == "vector" for x in lines) == embedded
+    # one vector edited to another dimension, one chunk's text hash changed: those two stay pending
+    edited = [x for x in lines if x.get("record") == "vector"][:2]
+    edited[0]["embedding"] = "[1,2,3]"
+    edited[1]["content_md5"] = "0" * 32
+    (tmp_path / "aria.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        register_vector(dest)
+        report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
+        assert report.problems == []
+        assert (report.vectors, report.turns) == (embedded - 2, header["turns"])
+        assert count_pending(dest, agent=AGENT) == 2
+        Worker(dest, FakeEmbedder(), agent=AGENT).run()          # the two, embedded there
+        assert vectors_of(dest) == vectors_of(conn)
+        assert snapshot(dest) == snapshot(conn)
+        for query in ("why did the alpine build fail?", "coupon deploy rollback", "JWT secret in tests"):
+            assert found(dest, query) == found(conn, query) != []
+        # again: nothing new
+        again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True)
+        assert (again.inserted, again.memories, again.vectors, again.turns) == (0, 0, 0, 0)
 
 
 def test_supersedes_points_at_the_new_id_of_the_memory_it_replaced(conn, db_url, other_url, tmp_path):
@@ -220,7 +277,7 @@ def test_import_records_checks_its_arguments(conn):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
             conn.execute("select * from recall.import_records(%s, %s)", [agent, records])
     assert conn.execute("select count(*) from recall.chunks").fetchone()[0] == 0
-    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0)
+    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0, 0, 0)
 
 
 def test_the_export_of_an_agent_role_is_its_own(conn, db_url, roles):  # noqa: F811 (a fixture)
@@ -251,6 +308,10 @@ def test_pyrecall_export_and_import_on_the_command_line(conn, db_url, other_url,
     printed = [json.loads(x) for x in result.stdout.splitlines()]
     assert [x for x in printed if "exported_at" not in x] == [
         x for x in map(json.loads, out.read_text().splitlines()) if "exported_at" not in x]
+    # with --vectors: the counts of vectors said (nothing embedded here: none)
+    result = cli(db_url, "export", "--agent-id", AGENT, "--vectors", "-o", tmp_path / "v.jsonl")
+    assert result.exit_code == 0 and "vectors of 0 chunk(s)" in result.output
+    (tmp_path / "v.jsonl").unlink()
     # an agent with nothing: an error, and no file
     result = cli(db_url, "export", "--agent-id", "nobody", "-o", tmp_path / "nobody.jsonl")
     assert result.exit_code == 1 and "agent 'nobody' has no sessions or memories" in result.output

@@ -8,8 +8,9 @@ for the session, taken from the first line that has them: ``title``, ``project``
 
 An export of ``pyrecall export`` (recall.export_agent) is such a file with two more kinds of
 line: its header (``{"pyrecall_export": 1, ...}``) and records, ``{"record": "memory", ...}``
-(a curated memory) and ``{"record": "importance", ...}`` (a chunk's importance set by hand),
-handed to the importer in ``ParseResult.records`` (restored by recall.import_records once the
+(a curated memory), ``{"record": "importance", ...}`` (a chunk's importance set by hand) and,
+exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
+``{"record": "turn", ...}`` (a message's token counts and own vector), handed to the importer in ``ParseResult.records`` (restored by recall.import_records once the
 messages are stored). A record that cannot be restored is reported and left out.
 """
 
@@ -87,6 +88,10 @@ def _record(n: int, obj: dict, lines: Lines, records: list[dict]) -> None:
         problem = _memory_problem(obj)
     elif kind == "importance":
         problem = _importance_problem(obj)
+    elif kind == "vector":
+        problem = _vector_problem(obj)
+    elif kind == "turn":
+        problem = _turn_problem(obj)
     else:
         lines.report(n, f"unknown record {kind!r:.40}: skipped")
         return
@@ -129,10 +134,39 @@ def _importance_problem(obj: dict) -> str | None:
         return "with an importance that is not a number between 0 and 1"
     if not parse_time(obj.get("set_at"))[1]:
         return "without a readable set_at"
-    part = obj.get("part", 0)
-    if not isinstance(part, int) or isinstance(part, bool) or part < 0:
+    if not _count(obj.get("part", 0), 0):
         return "with part not a whole number"
     return None
+
+
+def _vector_problem(obj: dict) -> str | None:
+    for field in ("session_id", "chunk_kind", "first_external_id", "content_md5"):
+        if id_or_none(obj.get(field)) is None:
+            return f"without {field}"
+    if not isinstance(obj.get("embedding"), str):
+        return "without an embedding"
+    part = obj.get("part", 0)
+    if not _count(part, 0):
+        return "with part not a whole number"
+    if obj.get("n_tokens") is not None and not _count(obj["n_tokens"], 1):
+        return "with n_tokens not a positive whole number"
+    return None
+
+
+def _turn_problem(obj: dict) -> str | None:
+    for field in ("session_id", "external_id"):
+        if id_or_none(obj.get(field)) is None:
+            return f"without {field}"
+    if obj.get("embedding") is not None and not isinstance(obj["embedding"], str):
+        return "with an embedding that is not a vector's text"
+    for field in ("n_tokens", "date_tokens"):
+        if obj.get(field) is not None and not _count(obj[field], 1):
+            return f"with {field} not a positive whole number"
+    return None
+
+
+def _count(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value < 2**31
 
 
 def _unit(value: Any) -> bool:

@@ -20,13 +20,23 @@
 --      valid_from, valid_until, supersedes, importance_set_at};
 --   4. each transcript chunk whose importance was set by hand: {"record": "importance",
 --      session_id, chunk_kind, first_external_id (the chunk's first message, by its source key:
---      seqs are numbered again by the importing database), part, importance, set_at}.
--- Not exported: what is derived (chunks, token counts, vectors: `pyrecall embed` makes them
--- again, with whatever model the destination uses), session summaries (`pyrecall summarize`),
--- what sync remembers of files, the recall log.
+--      seqs are numbered again by the importing database), part, importance, set_at};
+--   5. with vectors => true only: each embedded transcript chunk's vector, {"record": "vector",
+--      session_id, chunk_kind, first_external_id, part, content_md5 (of the chunk's text: the
+--      destination derives its chunks again, and a vector is given only to the same text),
+--      embedding_model, n_tokens, embedding}, and each text message's own counts and vector,
+--      {"record": "turn", session_id, external_id, n_tokens, date_tokens, embedding}; a memory's
+--      line then holds its embedding, embedding_model and n_tokens too.
+-- Not exported: what is derived (chunks, and without vectors => true their token counts and
+-- vectors: `pyrecall embed` makes them again, with whatever model the destination uses), session
+-- summaries (`pyrecall summarize`), what sync remembers of files, the recall log.
 --
 -- SECURITY INVOKER: an agent's role exports its own rows only (row-level security), and
 -- restores into its own agent only.
+
+-- (a first version took no vectors argument and returned two counts)
+drop function if exists recall.export_agent(text);
+drop function if exists recall.import_records(text, jsonb);
 
 -- top-level keys whose value is JSON null dropped (jsonb_strip_nulls would reach into metadata)
 create or replace function recall._without_nulls(j jsonb)
@@ -40,7 +50,7 @@ as $$
 $$;
 
 -- export_agent: see the COMMENT below
-create or replace function recall.export_agent(agent_id text)
+create or replace function recall.export_agent(agent_id text, vectors boolean default false)
 returns setof jsonb
 language plpgsql stable security invoker
 set search_path to pg_catalog, public, pg_temp
@@ -51,9 +61,14 @@ declare
   n_messages bigint;
   n_memories bigint;
   n_importance bigint;
+  n_vectors bigint := 0;
+  n_turns bigint := 0;
 begin
   if agent_id is null or agent_id = '' then
     raise exception 'agent_id is required' using errcode = '22023';
+  end if;
+  if vectors is null then
+    raise exception 'vectors must be true or false, not NULL' using errcode = '22023';
   end if;
   select count(distinct m.session_id), count(*) into n_sessions, n_messages
   from recall.messages m where m.agent_id = export_agent.agent_id;
@@ -63,10 +78,22 @@ begin
   from recall.chunks c
   where c.agent_id = export_agent.agent_id
     and (c.kind = 'memory' or c.importance_set_at is not null);
+  if vectors then
+    select count(*) into n_vectors
+    from recall.chunks c
+    where c.agent_id = export_agent.agent_id and c.embedding is not null
+      and c.kind not in ('memory', 'summary');
+    select count(*) into n_turns
+    from recall.messages m
+    where m.agent_id = export_agent.agent_id and (m.n_tokens is not null or m.embedding is not null);
+  end if;
 
-  return next jsonb_build_object('pyrecall_export', 1, 'agent_id', agent_id, 'exported_at', now(),
-                                 'sessions', n_sessions, 'messages', n_messages,
-                                 'memories', n_memories, 'importance', n_importance);
+  return next recall._without_nulls(
+    jsonb_build_object('pyrecall_export', 1, 'agent_id', agent_id, 'exported_at', now(),
+                       'sessions', n_sessions, 'messages', n_messages,
+                       'memories', n_memories, 'importance', n_importance,
+                       'vectors', case when vectors then n_vectors end,
+                       'turns', case when vectors then n_turns end));
 
   -- the messages, each session's first line with the session
   return query
@@ -95,7 +122,11 @@ begin
                               'importance', c.importance, 'pinned', c.pinned, 'metadata', c.metadata,
                               'created_at', c.created_at, 'valid_from', c.valid_from,
                               'valid_until', c.valid_until, 'supersedes', c.supersedes,
-                              'importance_set_at', c.importance_set_at))
+                              'importance_set_at', c.importance_set_at)
+           || case when vectors and c.embedding is not null
+                   then jsonb_build_object('embedding', c.embedding::text,
+                                           'embedding_model', c.embedding_model, 'n_tokens', c.n_tokens)
+                   else '{}'::jsonb end)
   from recall.chunks c
   where c.agent_id = export_agent.agent_id and c.kind = 'memory'
   order by c.chunk_id;
@@ -110,24 +141,76 @@ begin
   where c.agent_id = export_agent.agent_id and m.agent_id = export_agent.agent_id
     and c.kind <> 'memory' and c.importance_set_at is not null
   order by c.session_id, c.first_seq, c.kind, c.part;
+
+  if not vectors then
+    return;
+  end if;
+  -- the chunks' vectors (a session's summary is made again by summarize: left out)
+  return query
+  select recall._without_nulls(
+           jsonb_build_object('record', 'vector', 'agent_id', c.agent_id, 'session_id', c.session_id,
+                              'chunk_kind', c.kind, 'first_external_id', m.external_id, 'part', c.part,
+                              'content_md5', md5(c.content), 'embedding_model', c.embedding_model,
+                              'n_tokens', c.n_tokens, 'embedding', c.embedding::text))
+  from recall.chunks c
+  join recall.messages m on m.agent_id = c.agent_id and m.session_id = c.session_id and m.seq = c.first_seq
+  where c.agent_id = export_agent.agent_id and m.agent_id = export_agent.agent_id
+    and c.embedding is not null and c.kind not in ('memory', 'summary')
+  order by c.session_id, c.first_seq, c.kind, c.part;
+  -- the turns' counts and own vectors
+  return query
+  select recall._without_nulls(
+           jsonb_build_object('record', 'turn', 'agent_id', m.agent_id, 'session_id', m.session_id,
+                              'external_id', m.external_id, 'n_tokens', m.n_tokens,
+                              'date_tokens', m.date_tokens, 'embedding', m.embedding::text))
+  from recall.messages m
+  where m.agent_id = export_agent.agent_id and (m.n_tokens is not null or m.embedding is not null)
+  order by m.session_id, m.seq;
 end
 $$;
 
-comment on function recall.export_agent(text) is $c$
+comment on function recall.export_agent(text, boolean) is $c$
 All the memory of agent_id that cannot be derived again, as JSON objects in order, one per line
 of an export file (`pyrecall export`): a header {"pyrecall_export": 1, "agent_id", "exported_at"
 and the counts of what follows}, then each message (sessions by started_at, messages by seq) as a
 line of the generic JSONL format `pyrecall import` reads, the session's title, project, branch,
 started_at, ended_at and session_metadata on its first line; then each curated memory
 ({"record": "memory", ...}, oldest first) and each transcript chunk whose importance was set by
-hand ({"record": "importance", ...}). Not exported: chunks, token counts, vectors and summaries
-(made again by `pyrecall embed` / `summarize`). SECURITY INVOKER: an agent's role exports its own
-rows only. An agent with nothing stored gives the header alone. Errors: agent_id missing: 22023.
+hand ({"record": "importance", ...}). vectors => true (`pyrecall export --vectors`) adds each
+embedded transcript chunk's vector with its model, token count and the md5 of its text
+({"record": "vector", ...}), each text message's counts and own vector ({"record": "turn", ...})
+and each memory's vector, so that the destination need not embed again. Not exported: chunks and
+summaries (made again by ingestion and `summarize`), and without vectors the vectors and token
+counts (`pyrecall embed`). SECURITY INVOKER: an agent's role exports its own rows only. An agent
+with nothing stored gives the header alone. Errors: agent_id missing, vectors NULL: 22023.
 $c$;
+
+-- _import_vector: a vector of an export in pgvector's text form, when it has this database's
+-- dimension and a direction (NULL otherwise: the chunk or message then waits for the embedding job)
+create or replace function recall._import_vector(p_text text, p_dim int)
+returns vector
+language plpgsql immutable
+set search_path to pg_catalog, public, pg_temp
+as $$
+declare
+  v vector;
+begin
+  if p_text is null then
+    return null;
+  end if;
+  v := p_text::vector;
+  if vector_dims(v) <> p_dim or vector_norm(v) = 0 or vector_norm(v) = 'NaN' then
+    return null;
+  end if;
+  return v;
+exception when others then    -- not a vector's text (a file edited by hand): no vector
+  return null;
+end
+$$;
 
 -- import_records: see the COMMENT below
 create or replace function recall.import_records(agent_id text, records jsonb)
-returns table (memories int, importance int)
+returns table (memories int, importance int, vectors int, turns int)
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
@@ -146,12 +229,19 @@ declare
   v_importance real;
   v_set_at timestamptz;
   v_part int;
+  v_vector vector;
+  v_tokens int;
+  v_date_tokens int;
+  n_vectors int := 0;
+  n_turns int := 0;
+  dim int;
 begin
   perform recall._check_memory_agent(import_records.agent_id);
   if records is null or jsonb_typeof(records) <> 'array' then
     raise exception 'records must be a JSON array, got %', coalesce('a JSON ' || jsonb_typeof(records), 'NULL')
       using errcode = '22023';
   end if;
+  select (c.value #>> '{}')::int into dim from recall.config c where c.key = 'embedding_dim';
 
   -- memories, in the order of their ids there (one that supersedes another comes after it)
   for r in
@@ -178,22 +268,26 @@ begin
     sid := recall._memory_session(import_records.agent_id);
     perform from recall.sessions s where s.agent_id = import_records.agent_id and s.session_id = sid
     for no key update;
+    v_vector := recall._import_vector(r->>'embedding', dim);
     select coalesce(max(c.first_seq), 0) + 1 into seq
     from recall.chunks c
     where c.agent_id = import_records.agent_id and c.session_id = sid and c.kind = 'memory';
     insert into recall.chunks
       (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens, created_at,
        importance, metadata, memory_kind, pinned, supersedes, valid_from, valid_until,
-       importance_set_at)
+       importance_set_at, embedding, embedding_model, embedded_at)
     values
       (import_records.agent_id, sid, 'memory', seq, 0, '{}', r->>'content',
-       recall._estimate_tokens(r->>'content'),
+       case when v_vector is not null and (r->>'n_tokens')::int > 0 then (r->>'n_tokens')::int
+            else recall._estimate_tokens(r->>'content') end,
        coalesce((r->>'created_at')::timestamptz, (r->>'valid_from')::timestamptz),
        coalesce((r->>'importance')::real, 0.7), coalesce(r->'metadata', '{}'),
        r->>'memory_kind', coalesce((r->>'pinned')::boolean, false),
        (ids->>(r->>'supersedes'))::bigint,
        (r->>'valid_from')::timestamptz, (r->>'valid_until')::timestamptz,
-       (r->>'importance_set_at')::timestamptz)
+       (r->>'importance_set_at')::timestamptz, v_vector,
+       case when v_vector is not null then r->>'embedding_model' end,
+       case when v_vector is not null then now() end)
     returning chunk_id into new_id;
     if r ? 'memory_id' then
       ids := ids || jsonb_build_object(r->>'memory_id', new_id);
@@ -233,18 +327,69 @@ begin
     get diagnostics n = row_count;
     n_importance := n_importance + n;
   end loop;
-  return query select n_memories, n_importance;
+
+  -- a chunk's vector: the chunk of that kind and part starting at the message of that source
+  -- key, when its text is the text the vector was made of and it has none yet (else it stays
+  -- pending: the embedding job makes it)
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'vector'
+  loop
+    select m.seq into first_seq
+    from recall.messages m
+    where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
+      and m.external_id = r->>'first_external_id';
+    continue when not found;
+    v_vector := recall._import_vector(r->>'embedding', dim);
+    continue when v_vector is null;
+    v_part := coalesce((r->>'part')::int, 0);
+    v_tokens := greatest(coalesce((r->>'n_tokens')::int, 1), 1);
+    update recall.chunks c
+       set embedding = v_vector, embedding_model = r->>'embedding_model', embedded_at = now(),
+           n_tokens = v_tokens, embed_attempts = 0, embed_error = null, embed_after = null
+     where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
+       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq and c.part = v_part
+       and c.embedding is null and md5(c.content) = r->>'content_md5';
+    get diagnostics n = row_count;
+    n_vectors := n_vectors + n;
+  end loop;
+
+  -- a message's counts and own vector, where it has none yet
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'turn'
+  loop
+    v_vector := recall._import_vector(r->>'embedding', dim);
+    v_tokens := (r->>'n_tokens')::int;
+    v_date_tokens := (r->>'date_tokens')::int;
+    update recall.messages m
+       set n_tokens = coalesce(m.n_tokens, v_tokens), date_tokens = coalesce(m.date_tokens, v_date_tokens),
+           embedding = coalesce(m.embedding, v_vector)
+     where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
+       and m.external_id = r->>'external_id'
+       and ((m.n_tokens is null and v_tokens is not null)
+            or (m.date_tokens is null and v_date_tokens is not null)
+            or (m.embedding is null and v_vector is not null));
+    get diagnostics n = row_count;
+    n_turns := n_turns + n;
+  end loop;
+  return query select n_memories, n_importance, n_vectors, n_turns;
 end
 $$;
 
 comment on function recall.import_records(text, jsonb) is $c$
 Restore into agent_id the records of an export (recall.export_agent) that are not messages,
-given as a JSON array; returns how many memories were stored and how many chunks' importance
-was set. {"record": "memory"}: stored as it was (kind, text, importance, pinned, metadata,
+given as a JSON array; returns how many memories were stored, how many chunks' importance was
+set, how many chunks got their vector and how many messages their counts or vector. {"record": "memory"}: stored as it was (kind, text, importance, pinned, metadata,
 created_at, valid_from, valid_until; embedded later by the worker), "supersedes" mapped to the
 new id of the memory it names; a memory stored already (same kind, text and valid_from) is not
 stored twice. {"record": "importance"}: set on the chunk of that kind and part starting at the
 message of session_id with that external_id (after its messages are imported: skipped while it is
-missing). Other records are ignored. Errors: agent_id missing, records not a JSON array, a memory
+missing). {"record": "vector"}: the vector, model and token count of the chunk of that kind and
+part starting at that message, when the chunk has no vector yet and its text has the md5 the
+export gives (a destination chunking otherwise embeds its own chunks); {"record": "turn"}: a
+message's n_tokens, date_tokens and own vector where it has none. A vector not of this
+database's dimension (recall.config embedding_dim), all zeros or unreadable is not stored (that
+chunk stays pending). Other records are ignored. Errors: agent_id missing, records not a JSON array, a memory
 without kind, text or valid_from: 22023 (nothing of the call is kept).
 $c$;
