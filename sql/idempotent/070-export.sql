@@ -34,9 +34,8 @@
 -- SECURITY INVOKER: an agent's role exports its own rows only (row-level security), and
 -- restores into its own agent only.
 
--- (a first version took no vectors argument and returned two counts)
+-- (a first version, never released, took no vectors argument)
 drop function if exists recall.export_agent(text);
-drop function if exists recall.import_records(text, jsonb);
 
 -- top-level keys whose value is JSON null dropped (jsonb_strip_nulls would reach into metadata)
 create or replace function recall._without_nulls(j jsonb)
