@@ -290,6 +290,14 @@ def test_the_export_of_an_agent_role_is_its_own(conn, db_url, roles):  # noqa: F
     everything = [r[0] for r in conn.execute("select recall.export_agent(%s)", [AGENT])]
     assert [x for x in own if "exported_at" not in x] == [x for x in everything if "exported_at" not in x]
     assert len(other) == 1 and other[0]["messages"] == 0
+    # nor can it restore into another agent (the policies' WITH CHECK); into its own it can
+    memory = {"record": "memory", "memory_kind": "fact", "content": "planted", "valid_from": "2026-03-01"}
+    with login(db_url, roles["agent"], AGENT) as agent:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            agent.execute("select * from recall.import_records('aria-devops', %s)", [Jsonb([memory])])
+        assert agent.execute("select memories from recall.import_records(%s, %s)",
+                             [AGENT, Jsonb([memory])]).fetchone() == (1,)
+    assert conn.execute("select count(*) from recall.chunks where content = 'planted'").fetchone()[0] == 1
 
 
 def test_pyrecall_export_and_import_on_the_command_line(conn, db_url, other_url, tmp_path, monkeypatch):
