@@ -35,7 +35,7 @@ from psycopg.types.json import Jsonb
 
 from . import _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
-from .importers import PARSERS, detect_format
+from .importers import PARSERS, detect_format, jsonl
 from .importers._detect import SUFFIXES
 from .importers._records import Problem
 
@@ -293,7 +293,10 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _record(conn, path, agent_id, UNKNOWN, st.st_size, mtime, st.st_size, None, 0, 1,
                     accumulate=False)
             return result
-        parsed = PARSERS[fmt](path, start_offset=start)
+        # an export's records other than memories are read again in batches once its messages
+        # are stored (jsonl.record_batches): not all of a file's vectors in memory at once
+        parsed = (jsonl.parse(path, start_offset=start, keep_records=False) if fmt == "jsonl"
+                  else PARSERS[fmt](path, start_offset=start))
         result.format, result.start_offset, result.end_offset = fmt, start, parsed.end_offset
         result.problems = parsed.problems
         if start and parsed.end_offset < start:  # the parser found the file shorter: reread
@@ -302,8 +305,11 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
             ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
-            result.memories, result.importance, result.vectors, result.turns = _restore(
-                conn, parsed.records, agent_id)
+            restored = _restore(conn, parsed.records, agent_id)
+            if parsed.streamed:
+                for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
+                    restored = [a + b for a, b in zip(restored, _restore(conn, batch, agent_id), strict=True)]
+            result.memories, result.importance, result.vectors, result.turns = restored
             result.agents = ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
                              | {r.get("agent_id") or agent_id for r in parsed.records})
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,

@@ -144,7 +144,9 @@ def found(conn, query: str) -> list[tuple]:
                         "as_of => '2026-04-01')", [AGENT, query, v]).fetchall()
 
 
-def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, db_url, other_url, tmp_path):
+def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, db_url, other_url, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setattr(_sync, "RECORDS_PER_CALL", 7)     # the records read again in many batches
     build(conn)
     Worker(conn, FakeEmbedder(), agent=AGENT).run()
     assert count_pending(conn, agent=AGENT) == 0
@@ -173,6 +175,30 @@ def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, d
         # again: nothing new
         again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True)
         assert (again.inserted, again.memories, again.vectors, again.turns) == (0, 0, 0, 0)
+
+
+def test_an_exports_records_are_read_again_in_batches(conn, db_url, tmp_path):
+    """jsonl.parse(keep_records=False) keeps the memories and counts the rest, which
+    record_batches gives again, those parse accepted, in order, so many at a time."""
+    from pyrecall.importers import jsonl
+
+    build(conn)
+    Worker(conn, FakeEmbedder(), agent=AGENT).run()
+    lines = write_export(db_url, tmp_path / "aria.jsonl", vectors=True)
+    exported = (tmp_path / "aria.jsonl").stat().st_size
+    with (tmp_path / "aria.jsonl").open("a", encoding="utf-8") as f:     # one more, refused
+        f.write(json.dumps({"record": "vector", "session_id": "s", "chunk_kind": "window"}) + "\n")
+    whole = jsonl.parse(tmp_path / "aria.jsonl")
+    light = jsonl.parse(tmp_path / "aria.jsonl", keep_records=False)
+    rest = [x for x in whole.records if x["record"] != "memory"]
+    assert [x["record"] for x in light.records] == ["memory"] * 4 and light.streamed == len(rest) > 80
+    assert [p.line for p in light.problems] == [p.line for p in whole.problems] == [len(lines) + 1]
+    batches = list(jsonl.record_batches(tmp_path / "aria.jsonl", 0, light.end_offset, 40))
+    assert [len(b) for b in batches[:-1]] == [40] * (len(batches) - 1) and 0 < len(batches[-1]) <= 40
+    assert [x for b in batches for x in b] == rest
+    # only up to the end given (the end the parse reached: a line appended since is the next run's)
+    assert [x for b in jsonl.record_batches(tmp_path / "aria.jsonl", 0, exported - 1, 10 ** 6)
+            for x in b] == rest[:-1]
 
 
 def test_supersedes_points_at_the_new_id_of_the_memory_it_replaced(conn, db_url, other_url, tmp_path):

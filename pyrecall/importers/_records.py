@@ -73,3 +73,5 @@ class ParseResult:
     end_offset: int = 0
     # what is not a message: an export's memories and importance (recall.import_records)
     records: list[dict] = field(default_factory=list)
+    # records left in the file to be read in batches (jsonl.parse(keep_records=False))
+    streamed: int = 0

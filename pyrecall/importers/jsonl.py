@@ -10,14 +10,19 @@ An export of ``pyrecall export`` (recall.export_agent) is such a file with two m
 line: its header (``{"pyrecall_export": 1, ...}``) and records, ``{"record": "memory", ...}``
 (a curated memory), ``{"record": "importance", ...}`` (a chunk's importance set by hand) and,
 exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
-``{"record": "turn", ...}`` (a message's token counts and own vector), handed to the importer in ``ParseResult.records`` (restored by recall.import_records once the
-messages are stored). A record that cannot be restored is reported and left out.
+``{"record": "turn", ...}`` (a message's token counts and own vector), handed to the importer in
+``ParseResult.records`` (restored by recall.import_records once the messages are stored). A
+record that cannot be restored is reported and left out. ``keep_records=False`` keeps only the
+memories (few; one may supersede another) and counts the others in ``ParseResult.streamed``, for
+the importer to read them again in batches (:func:`record_batches`): an export with vectors holds
+~5 KB a chunk and a message, which need not all be in memory at once.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ._read import (
@@ -42,7 +47,7 @@ ROLE_ALIASES = {"human": "user", "ai": "assistant", "bot": "assistant", "model":
                 "developer": "system", "function": "tool"}
 
 
-def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
+def parse(path: str | os.PathLike, *, start_offset: int = 0, keep_records: bool = True) -> ParseResult:
     """Parse a generic JSONL file from byte ``start_offset`` on, grouped by ``session_id``.
 
     >>> result = parse("tests/fixtures/importers/generic.jsonl")
@@ -54,6 +59,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     lines = Lines(path, start_offset, problems)
     sessions: dict[str, Session] = {}
     records: list[dict] = []
+    streamed = 0                          # records left in the file (keep_records=False)
     given: dict[str, tuple] = {}          # a session's own started_at / ended_at
     default_sid = derived_session_id(path)
     for n, obj in lines.objects():
@@ -61,7 +67,8 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
             if "pyrecall_export" in obj:
                 _header(n, obj, lines)
             elif "record" in obj and "role" not in obj:   # (a message may carry a field "record")
-                _record(n, obj, lines, records)
+                if _record(n, obj, lines, records, keep_records):
+                    streamed += 1
             else:
                 _line(n, obj, lines, sessions, default_sid, given)
         except RecursionError:
@@ -70,7 +77,27 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
         first, last = span([m.created_at for m in s.messages])
         started, ended = given.get(s.session_id, (None, None))
         s.started_at, s.ended_at = started or first, ended or last
-    return ParseResult(list(sessions.values()), problems, FORMAT, lines.end_offset, records)
+    return ParseResult(list(sessions.values()), problems, FORMAT, lines.end_offset, records, streamed)
+
+
+def record_batches(path: str | os.PathLike, start_offset: int, end_offset: int,
+                   size: int) -> Iterator[list[dict]]:
+    """The records other than memories of the lines between the two offsets, those that
+    :func:`parse` accepted (it reported the others), ``size`` at a time."""
+    lines = Lines(checked(path), start_offset, [])
+    batch: list[dict] = []
+    for _, obj in lines.objects():
+        if lines.end_offset > end_offset:
+            break
+        kind = obj.get("record")
+        if ("role" not in obj and kind in STREAMED and "pyrecall_export" not in obj
+                and not _PROBLEMS[kind](obj)):
+            batch.append(clean_value(obj))
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
 def _header(n: int, obj: dict, lines: Lines) -> None:
@@ -80,25 +107,22 @@ def _header(n: int, obj: dict, lines: Lines) -> None:
                         f"({EXPORT_VERSION}): its records may be read wrongly")
 
 
-def _record(n: int, obj: dict, lines: Lines, records: list[dict]) -> None:
-    """A memory or an importance of an export, checked here so that one that cannot be
-    restored is reported with its line and the others are restored."""
+def _record(n: int, obj: dict, lines: Lines, records: list[dict], keep: bool) -> bool:
+    """A record of an export, checked here so that one that cannot be restored is reported
+    with its line and the others are restored; kept, or (``keep`` false, not a memory) left
+    for :func:`record_batches`: then True."""
     kind = obj.get("record")
-    if kind == "memory":
-        problem = _memory_problem(obj)
-    elif kind == "importance":
-        problem = _importance_problem(obj)
-    elif kind == "vector":
-        problem = _vector_problem(obj)
-    elif kind == "turn":
-        problem = _turn_problem(obj)
-    else:
+    if kind not in _PROBLEMS:
         lines.report(n, f"unknown record {kind!r:.40}: skipped")
-        return
+        return False
+    problem = _PROBLEMS[kind](obj)
     if problem:
         lines.report(n, f"{kind} record {problem}: skipped")
-        return
-    records.append(clean_value(obj))
+        return False
+    if keep or kind not in STREAMED:
+        records.append(clean_value(obj))
+        return False
+    return True
 
 
 def _memory_problem(obj: dict) -> str | None:
@@ -163,6 +187,11 @@ def _turn_problem(obj: dict) -> str | None:
         if obj.get(field) is not None and not _count(obj[field], 1):
             return f"with {field} not a positive whole number"
     return None
+
+
+_PROBLEMS = {"memory": _memory_problem, "importance": _importance_problem, "vector": _vector_problem,
+             "turn": _turn_problem}
+STREAMED = ("importance", "vector", "turn")   # what record_batches gives (memories: parse)
 
 
 def _count(value: Any, least: int) -> bool:
