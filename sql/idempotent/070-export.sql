@@ -221,7 +221,6 @@ declare
   new_id bigint;
   sid text;
   seq int;
-  first_seq int;
   n_memories int := 0;
   n_importance int := 0;
   n int;
@@ -307,11 +306,6 @@ begin
     select x.value from jsonb_array_elements(records) as x
     where x.value->>'record' = 'importance'
   loop
-    select m.seq into first_seq
-    from recall.messages m
-    where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
-      and m.external_id = r->>'first_external_id';
-    continue when not found;
     -- the values first (a Citus cluster allows no stable function in a distributed UPDATE's CASE
     -- or COALESCE)
     v_importance := (r->>'importance')::real;
@@ -320,7 +314,11 @@ begin
     update recall.chunks c
        set importance = v_importance, importance_set_at = v_set_at
      where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
-       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq and c.part = v_part
+       and c.kind = r->>'chunk_kind' and c.part = v_part
+       -- the chunk starting at the message of that source key (none while it is missing)
+       and c.first_seq = (select m.seq from recall.messages m
+                          where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
+                            and m.external_id = r->>'first_external_id')
        and (c.importance is distinct from v_importance
             or (r ? 'set_at' and c.importance_set_at is distinct from v_set_at));
     get diagnostics n = row_count;
@@ -334,11 +332,6 @@ begin
     select x.value from jsonb_array_elements(records) as x
     where x.value->>'record' = 'vector'
   loop
-    select m.seq into first_seq
-    from recall.messages m
-    where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
-      and m.external_id = r->>'first_external_id';
-    continue when not found;
     v_vector := recall._import_vector(r->>'embedding', dim);
     continue when v_vector is null;
     v_part := coalesce((r->>'part')::int, 0);
@@ -347,7 +340,11 @@ begin
        set embedding = v_vector, embedding_model = r->>'embedding_model', embedded_at = now(),
            n_tokens = v_tokens, embed_attempts = 0, embed_error = null, embed_after = null
      where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
-       and c.kind = r->>'chunk_kind' and c.first_seq = first_seq and c.part = v_part
+       and c.kind = r->>'chunk_kind' and c.part = v_part
+       -- the chunk starting at the message of that source key (none while it is missing)
+       and c.first_seq = (select m.seq from recall.messages m
+                          where m.agent_id = import_records.agent_id and m.session_id = r->>'session_id'
+                            and m.external_id = r->>'first_external_id')
        and c.embedding is null and md5(c.content) = r->>'content_md5';
     get diagnostics n = row_count;
     n_vectors := n_vectors + n;
