@@ -795,9 +795,13 @@ def test_a_worker_down_fails_its_agents_in_one_line_and_serves_the_others(coord,
         result = CliRunner().invoke(main, ["migrate", "--dsn", cluster[0]])
         assert result.exit_code == 1
         error = result.output.strip()
-        assert error == (f"Error: migrate could not begin, nothing was changed: connection to the remote "
-                         f"node postgres@127.0.0.1:{down.port} failed with the following error: "
-                         "Connection refused"), result.output
+        # (the reason is libpq's: "Connection refused" for a new connection, "server closed the
+        # connection unexpectedly" when the coordinator still held one cached from the calls above;
+        # seen once in a fresh-clone run, 2026-11-29)
+        prefix = (f"Error: migrate could not begin, nothing was changed: connection to the remote "
+                  f"node postgres@127.0.0.1:{down.port} failed with the following error: ")
+        assert error in (prefix + "Connection refused", prefix + "server closed the connection unexpectedly"), \
+            result.output
         assert coord.execute("select count(*) from pg_dist_object").fetchone()[0] == before
     finally:
         _citus.start_node(down)
