@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import _ingest
+from . import _db, _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
 from .importers import PARSERS, detect_format, jsonl
 from .importers._detect import SUFFIXES
@@ -89,6 +89,12 @@ class SyncReport:
     gone: list[str] = field(default_factory=list)   # remembered files that no longer exist
     roots: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # files in the folders not named .jsonl/.json
+    # the vector indexes of their own built for the agents an export's vectors were restored to
+    # (recall.index_info rows), and why one was not
+    indexed: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    # chunks of those agents still waiting for a vector (None: no vector was restored)
+    pending: int | None = None
 
     def count(self, *statuses: str) -> int:
         return sum(f.status in statuses for f in self.files)
@@ -149,6 +155,10 @@ class SyncReport:
             "vectors": self.vectors, "turns": self.turns,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
+            "indexed": [{k: row[k] for k in ("index_name", "agent_id", "index_rows", "build_seconds")}
+                        for row in self.indexed],
+            "errors": self.errors,
+            "pending": self.pending,
         }
 
 
@@ -239,7 +249,33 @@ def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bo
                 progress(path, result)
     finally:
         conn.execute("select pg_advisory_unlock(hashtext('pyrecall.sync'), hashtext(%s))", [agent_id])
+    if report.vectors:
+        from ._worker import count_pending
+
+        restored = sorted({a for f in report.files if f.vectors for a in f.agents})
+        report.pending = sum(count_pending(conn, agent=a) for a in restored)
+        _index_restored(conn, report, restored)
     return report
+
+
+def _index_restored(conn: psycopg.Connection, report: SyncReport, agents: list[str]) -> None:
+    """An export's vectors restored: the agents written to are searchable by meaning now, with
+    no `pyrecall embed`, so the vector index of its own that an agent past agent_index_min_rows
+    needs is built now, as the embedding job would build it (pyrecall._index.upkeep; not with
+    recall.config auto_vector_index false, not on a Citus cluster, not for a role that does not
+    own recall.chunks, not in a connection outside autocommit: `pyrecall dba index` there). A
+    failed build is told in ``report.errors``: recall scans exactly until the next embed builds it."""
+    if not conn.autocommit or _db.distributed(conn):
+        return
+    from . import _index
+
+    try:
+        report.indexed = _index.upkeep(conn, agents)
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error as exc:
+        report.errors.append(f"vector index not built (recall scans exactly until `pyrecall embed` "
+                             f"builds it): {one_line(exc)}")
 
 
 def _walk(roots: list[Path], ignored: list[Path]):

@@ -708,6 +708,14 @@ def _run_sync(dsn, agent, as_json, call, *, empty_is_error=False):
         sys.exit(1)
 
 
+def _tell_indexed(rows: list[dict], *, err: bool = False) -> None:
+    """The vector indexes of their own a run built (recall.index_info rows)."""
+    for row in rows:
+        click.echo(f"built the vector index of agent {row['agent_id']} ({row['index_rows']:,} chunks, "
+                   f"{row['build_seconds'] or 0:.1f} s): its recalls search it instead of scanning "
+                   "every chunk", err=err)
+
+
 def _shorten_path(path: Path, width: int = 40) -> str:
     text = str(path)
     return text if len(text) <= width else "…" + text[-(width - 1):]
@@ -746,9 +754,15 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
             click.echo(f"  {path}")
         if len(report.ignored) > max_problems:
             click.echo(f"  ... and {len(report.ignored) - max_problems} more (--json lists them all)")
-    if d["inserted"] or d["memories"]:
+    _tell_indexed(report.indexed)
+    for err in report.errors:
+        click.echo(f"warning: {err}")
+    if (d["inserted"] or d["memories"]) and report.pending is None:
         click.echo("next: `pyrecall embed` to make them findable by meaning "
                    "(they are findable by keywords already)")
+    elif report.pending:
+        click.echo(f"next: `pyrecall embed` for the {report.pending:,} chunk(s) whose vector was not "
+                   "in the file or not of this database's model (findable by keywords already)")
 
 
 @main.command("import")
@@ -927,10 +941,7 @@ def embed(batch_size, agent, since, filters, dry_run, cleanup, reembed, yes, no_
                                                        "cleaned", "pending")],
                   f"{report.seconds:.1f}")
     _stdout_console().print(table)
-    for row in report.indexed:
-        click.echo(f"built the vector index of agent {row['agent_id']} ({row['index_rows']:,} chunks, "
-                   f"{row['build_seconds'] or 0:.1f} s): its recalls search it instead of scanning "
-                   "every chunk", err=True)
+    _tell_indexed(report.indexed, err=True)
     for err in dict.fromkeys(report.errors):
         click.echo(f"error: {err}", err=True)
     if report.failed and not report.embedded:

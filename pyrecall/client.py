@@ -1023,6 +1023,7 @@ class AsyncRecall:
         self._embedder = embedder
         self._model = model or (embedder.model if embedder else _config.embed_model())
         self._twin: Recall | None = None
+        self._warmed = False  # the first recall warms the server process (see _warm_backend)
 
     @classmethod
     async def connect(cls, dsn: str | None = None, **kwargs) -> AsyncRecall:
@@ -1068,18 +1069,25 @@ class AsyncRecall:
             self._embedder = get_embedder(self._model)
         return self._embedder
 
-    async def _query_embedding(self, query: str | None, agent_id: str):
+    async def _query_embedding(self, query: str | None, agent_id: str,
+                               warm: tuple[str, dict] | None = None):
+        """See :meth:`Recall._query_embedding`: the warm-up runs on this connection while the
+        query is embedded (aembed leaves the event loop free)."""
         if not query or not query.strip():
             return None, None
         note = _model_note(await _stored_model_async(self.conn, _text(agent_id)), self._model)
         if note:
             log.warning("%s", note)
             return None, note
+        warming = self._warm_backend(*warm) if warm else None
         try:
             vector = _usable((await self.embedder.aembed([_text(query)]))[0])
         except (EmbeddingError, MissingDependencyError, ImportError, OSError) as exc:
             log.warning("query embedding failed, recalling by keywords only: %s", exc)
             return None, f"query embedding failed ({exc}); keyword search only"
+        finally:
+            if warming is not None:
+                await warming
         if vector is None:
             log.warning("query embedding unusable (NaN, infinity or all zeros), recalling by keywords only")
             return None, "query embedding unusable (NaN, infinity or all zeros); keyword search only"
@@ -1163,10 +1171,28 @@ class AsyncRecall:
                      kinds: Sequence[str] | None = None, since: datetime | None = None,
                      until: datetime | None = None, **options) -> RecallResult:
         """See :meth:`Recall.recall`."""
-        embedding, note = await self._query_embedding(query, agent_id)
-        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+        args = _args(agent_id, query, None, k, token_budget, exclude_session_id, filter,
                      kinds, since, until, options)
+        embedding, note = await self._query_embedding(query, agent_id, ("hybrid_recall", args))
+        args["query_embedding"] = embedding
         return await self._logged("hybrid_recall", args, agent_id, query, embedding, note)
+
+    def _warm_backend(self, function: str, args: dict) -> asyncio.Task | None:
+        """See :meth:`Recall._warm_backend`: the first recall by keywords for a word found
+        nowhere, rolled back, as a task on this connection, once per client."""
+        if self._warmed:
+            return None
+        self._warmed = True
+        args = {**args, **{key: WARM_UP_TEXT for key in ("query_text", "task_text") if key in args}}
+
+        async def run():
+            try:
+                async with self.conn.transaction(force_rollback=True):
+                    await (await self.conn.execute(_call(function, args), args)).fetchall()
+            except Exception:  # noqa: BLE001 - the recall that follows reports its own errors
+                pass
+
+        return asyncio.ensure_future(run())
 
     async def _logged(self, function: str, args: dict, agent_id: str, query: str | None,
                       embedding, note: str | None) -> RecallResult:
@@ -1198,12 +1224,13 @@ class AsyncRecall:
         """See :meth:`Recall.session_recall`."""
         n_sessions = _renamed("n_sessions", n_sessions, "sessions", options.pop("sessions", None))
         options = _session_options(options)
-        embedding, note = await self._query_embedding(query, agent_id)
-        args = _args(agent_id, query, embedding, k, token_budget, exclude_session_id, filter,
+        args = _args(agent_id, query, None, k, token_budget, exclude_session_id, filter,
                      None, None, None, {})
         if n_sessions is not None:
             args["n_sessions"] = n_sessions
         args.update(options)
+        embedding, note = await self._query_embedding(query, agent_id, ("session_recall", args))
+        args["query_embedding"] = embedding
         return await self._logged("session_recall", args, agent_id, query, embedding, note)
 
     async def auto_context(self, agent_id: str, *, project: str | None = None,
@@ -1213,9 +1240,10 @@ class AsyncRecall:
                            task: str | None = None) -> RecallResult:
         """See :meth:`Recall.auto_context`."""
         task = _renamed("task_text", task_text, "task", task)
-        embedding, note = await self._query_embedding(task, agent_id)
-        args = _auto_args(agent_id, project, branch, task, embedding, token_budget,
+        args = _auto_args(agent_id, project, branch, task, None, token_budget,
                           exclude_session_id, all_projects, as_of)
+        embedding, note = await self._query_embedding(task, agent_id, ("auto_context", args))
+        args["task_embedding"] = embedding
         return await self._logged("auto_context", args, agent_id, task, embedding, note)
 
     # -- curated memories

@@ -301,6 +301,43 @@ def test_first_recall_warms_the_server_process_while_the_query_is_embedded(clien
         assert r.conn.execute("select count(*) from recall.sessions").fetchone()[0] == 3
 
 
+@pytest.mark.parametrize("call", ["recall", "session_recall", "auto_context"])
+def test_the_async_clients_first_recall_warms_the_server_process_too(client, db_url, call):
+    """AsyncRecall's first recall: the same warm-up, a task on its connection while the query
+    is embedded in a worker thread (as the local model's aembed does)."""
+    class Threaded(WatchingEmbedder):
+        async def aembed(self, texts):
+            return await asyncio.to_thread(self.embed, texts)
+
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        r.embed_pending()
+
+    async def go():
+        async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder()) as a:
+            watcher = Threaded(db_url, a.conn.info.backend_pid, wait=10)
+            a._embedder = watcher
+
+            async def run():
+                if call == "auto_context":
+                    return await a.auto_context("aria", task_text="docker compose nginx", token_budget=500)
+                return await getattr(a, call)("aria", "docker compose nginx", token_budget=500)
+
+            first, saw = await run(), watcher.saw
+            watcher.saw, watcher.wait = [], 0.3
+            return first, saw, await run(), watcher.saw
+
+    first, saw, second, saw_again = asyncio.run(go())
+    assert saw[-1] == "ROLLBACK"                       # the warm-up ran to its end while embedding
+    assert "ROLLBACK" not in saw_again and saw_again   # once per client
+    assert first.source == second.source == "hybrid"
+    assert [(m.chunk_id, m.content, m.n_tokens) for m in first] == \
+           [(m.chunk_id, m.content, m.n_tokens) for m in second]
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        assert [(m.chunk_id, m.content) for m in first] == [(m.chunk_id, m.content) for m in (
+            r.auto_context("aria", task_text="docker compose nginx", token_budget=500) if call == "auto_context"
+            else getattr(r, call)("aria", "docker compose nginx", token_budget=500))]
+
+
 def test_a_failed_warm_up_leaves_the_callers_transaction_going(client, db_url):
     with Recall(db_url, embedder=FakeEmbedder()) as r, r.conn.transaction():
         r.add_session("mine", "aria")

@@ -166,7 +166,8 @@ def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, d
         report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
         assert report.problems == []
         assert (report.vectors, report.turns) == (embedded - 2, header["turns"])
-        assert count_pending(dest, agent=AGENT) == 2
+        assert count_pending(dest, agent=AGENT) == report.pending == 2
+        assert report.indexed == []                 # (an agent this small needs no index)
         Worker(dest, FakeEmbedder(), agent=AGENT).run()          # the two, embedded there
         assert vectors_of(dest) == vectors_of(conn)
         assert snapshot(dest) == snapshot(conn)
@@ -175,6 +176,32 @@ def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, d
         # again: nothing new
         again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True)
         assert (again.inserted, again.memories, again.vectors, again.turns) == (0, 0, 0, 0)
+
+
+def test_an_import_with_vectors_builds_the_index_the_agent_needs(conn, db_url, other_url, tmp_path):
+    """The vectors restored, the agent is searched by meaning at once: past agent_index_min_rows
+    it gets the vector index of its own the embedding job would build, then and there (with
+    recall.config auto_vector_index false, not)."""
+    from pyrecall import _index
+
+    build(conn)
+    Worker(conn, FakeEmbedder(), agent=AGENT).run()
+    write_export(db_url, tmp_path / "aria.jsonl", vectors=True)
+    ours = lambda c: [r for r in _index.index_info(c) if r["agent_id"] == AGENT]  # noqa: E731
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        register_vector(dest)
+        dest.execute("update recall.config set value = '5' where key = 'agent_index_min_rows'")
+        dest.execute("update recall.config set value = 'false' where key = 'auto_vector_index'")
+        off = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
+        assert off.vectors > 5 and off.pending == 0 and off.indexed == [] and ours(dest) == []
+        # on: the next import that restores vectors builds it
+        dest.execute("update recall.config set value = 'true' where key = 'auto_vector_index'")
+        dest.execute("update recall.chunks set embedding = null, embedding_model = null, embedded_at = null "
+                     "where agent_id = %s and kind not in ('memory', 'summary')", [AGENT])
+        on = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True)
+        assert on.vectors == off.vectors and on.pending == 0
+        assert [r["agent_id"] for r in on.indexed] == [AGENT] and on.as_dict()["indexed"][0]["index_rows"] > 5
+        assert [r["index_name"] for r in ours(dest)] == [on.indexed[0]["index_name"]]
 
 
 def test_an_exports_records_are_read_again_in_batches(conn, db_url, tmp_path):
@@ -357,3 +384,13 @@ def test_pyrecall_export_and_import_on_the_command_line(conn, db_url, other_url,
     assert "already stored  (agent aria)" in result.output      # the file's agent, not the default
     with psycopg.connect(other_url, autocommit=True) as dest:
         assert snapshot(dest) == snapshot(conn)
+    # with the vectors: nothing left to embed, so no "next: pyrecall embed"; the index the agent
+    # needs (past a threshold lowered here) built by the import and said
+    Worker(conn, FakeEmbedder(), agent=AGENT).run()
+    assert cli(db_url, "export", "--agent-id", AGENT, "--vectors", "-o", tmp_path / "v.jsonl").exit_code == 0
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        dest.execute("update recall.config set value = '5' where key = 'agent_index_min_rows'")
+    result = cli(other_url, "import", "--full", tmp_path / "v.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "built the vector index of agent aria (" in result.output
+    assert "next: `pyrecall embed`" not in result.output

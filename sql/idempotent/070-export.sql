@@ -259,14 +259,24 @@ begin
       and c.memory_kind = r->>'memory_kind' and c.content = r->>'content'
       and c.valid_from = (r->>'valid_from')::timestamptz
     limit 1;
+    v_vector := recall._import_vector(r->>'embedding', dim);
     if existing is not null then
       ids := ids || jsonb_build_object(r->>'memory_id', existing);
+      -- stored by an import without vectors: its vector now, if it has none yet
+      if v_vector is not null then
+        v_tokens := greatest(coalesce((r->>'n_tokens')::int, 1), 1);
+        update recall.chunks c
+           set embedding = v_vector, embedding_model = r->>'embedding_model', embedded_at = now(),
+               n_tokens = v_tokens, embed_attempts = 0, embed_error = null, embed_after = null
+         where c.agent_id = import_records.agent_id and c.chunk_id = existing and c.embedding is null;
+        get diagnostics n = row_count;
+        n_vectors := n_vectors + n;
+      end if;
       continue;
     end if;
     sid := recall._memory_session(import_records.agent_id);
     perform from recall.sessions s where s.agent_id = import_records.agent_id and s.session_id = sid
     for no key update;
-    v_vector := recall._import_vector(r->>'embedding', dim);
     select coalesce(max(c.first_seq), 0) + 1 into seq
     from recall.chunks c
     where c.agent_id = import_records.agent_id and c.session_id = sid and c.kind = 'memory';
@@ -379,7 +389,7 @@ given as a JSON array; returns how many memories were stored, how many chunks' i
 set, how many chunks got their vector and how many messages their counts or vector. {"record": "memory"}: stored as it was (kind, text, importance, pinned, metadata,
 created_at, valid_from, valid_until; embedded later by the worker), "supersedes" mapped to the
 new id of the memory it names; a memory stored already (same kind, text and valid_from) is not
-stored twice. {"record": "importance"}: set on the chunk of that kind and part starting at the
+stored twice (given the record's vector if it has none: counted in vectors). {"record": "importance"}: set on the chunk of that kind and part starting at the
 message of session_id with that external_id (after its messages are imported: skipped while it is
 missing). {"record": "vector"}: the vector, model and token count of the chunk of that kind and
 part starting at that message, when the chunk has no vector yet and its text has the md5 the
