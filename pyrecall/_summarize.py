@@ -5,7 +5,7 @@ is the centroid of its chunk embeddings and its summary the text of its most cen
 With a model (any chat model litellm knows: ``openai/gpt-4o-mini``, ``ollama/llama3.2``, ...)
 the summary text is written by that model from the session's transcript, kept in
 ``recall.sessions.summary`` (``summary_model`` = the model) and stored as a ``summary`` chunk,
-so that recall finds it like any other memory once it is embedded.
+so that recall finds it like any other memory once it is embedded (``recall.save_summary``).
 
     >>> with connect() as conn:                                   # doctest: +SKIP
     ...     summarize(conn, agent_id="claude-code", model="openai/gpt-4o-mini")
@@ -44,28 +44,6 @@ where (%(agent)s::text is null or s.agent_id = %(agent)s)
 order by s.started_at, s.session_id
 """
 
-SAVE_SQL = """
-with s as (
-  update recall.sessions
-     set summary = %(text)s, summary_model = %(model)s, summary_at = now()
-   where agent_id = %(agent)s and session_id = %(sid)s
-  returning *
-)
-insert into recall.chunks as c
-  (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens, created_at,
-   importance, metadata)
-select s.agent_id, s.session_id, 'summary', 0, 0, '{}', %(chunk)s,
-       recall._estimate_tokens(%(chunk)s), coalesce(s.ended_at, s.started_at), 0.8,
-       s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
-         || jsonb_build_object('summary_model', %(model)s::text)
-from s
-on conflict (agent_id, session_id, kind, first_seq, part) do update
-  set content = excluded.content, n_tokens = excluded.n_tokens, created_at = excluded.created_at,
-      metadata = excluded.metadata,
-      embedding = case when c.content = excluded.content then c.embedding end,
-      embedding_model = case when c.content = excluded.content then c.embedding_model end,
-      embedded_at = case when c.content = excluded.content then c.embedded_at end
-"""
 
 
 @dataclass
@@ -117,7 +95,7 @@ def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str |
     """Have ``model`` write the summary of each (agent_id, session_id, title); failures are
     counted, and the summary the sessions not written keep is told (``report.kept``)."""
     left: list[tuple[str, str]] = []  # (agent_id, session_id) the model did not write
-    for i, (agent_id, session_id, title) in enumerate(todo):
+    for i, (agent_id, session_id, _title) in enumerate(todo):
         transcript = _transcript(conn, agent_id, session_id)
         if not transcript:
             continue
@@ -137,9 +115,7 @@ def _write_with_model(conn: psycopg.Connection, todo: list[tuple[str, str, str |
                 left += [(a, sid) for a, sid, _title in rest]
                 break
             continue
-        label = f'Summary of session "{title}"' if title else "Summary of session"
-        conn.execute(SAVE_SQL, {"agent": agent_id, "sid": session_id, "text": text, "model": model,
-                                "chunk": f"{label}: {text}"})
+        conn.execute("select recall.save_summary(%s, %s, %s, %s)", [agent_id, session_id, text, model])
         report.written += 1
         if progress:
             progress(session_id)

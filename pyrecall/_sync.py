@@ -73,6 +73,7 @@ class FileResult:
     importance: int = 0    # chunks whose importance set by hand was restored
     vectors: int = 0       # chunks given their exported vector (`pyrecall export --vectors`)
     turns: int = 0         # messages given their exported counts or vector
+    summaries: int = 0     # session summaries a model wrote, restored
     agents: set[str] = field(default_factory=set)   # the agents written to (a file may name its own)
     problems: list[Problem] = field(default_factory=list)
 
@@ -124,6 +125,10 @@ class SyncReport:
         return sum(f.turns for f in self.files)
 
     @property
+    def summaries(self) -> int:
+        return sum(f.summaries for f in self.files)
+
+    @property
     def agents(self) -> list[str]:
         return sorted({a for f in self.files for a in f.agents})
 
@@ -152,7 +157,7 @@ class SyncReport:
             "sessions": self.sessions, "messages": self.messages,
             "inserted": self.inserted, "skipped": self.skipped,
             "memories": self.memories, "importance": self.importance,
-            "vectors": self.vectors, "turns": self.turns,
+            "vectors": self.vectors, "turns": self.turns, "summaries": self.summaries,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
             "indexed": [{k: row[k] for k in ("index_name", "agent_id", "index_rows", "build_seconds")}
@@ -345,7 +350,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             if parsed.streamed:
                 for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
                     restored = [a + b for a, b in zip(restored, _restore(conn, batch, agent_id), strict=True)]
-            result.memories, result.importance, result.vectors, result.turns = restored
+            result.memories, result.importance, result.vectors, result.turns, result.summaries = restored
             result.agents = ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
                              | {r.get("agent_id") or agent_id for r in parsed.records})
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
@@ -364,13 +369,13 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
 
 
 def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, ...]:
-    """An export's memories, importance, vectors and turns (recall.import_records), per agent
+    """An export's memories, importance, vectors, turns and summaries (recall.import_records), per agent
     named and in batches (its messages are stored first, in the same transaction); how many of
     each were restored."""
     by_agent: dict[str, list[dict]] = {}
     for r in records:
         by_agent.setdefault(r.get("agent_id") or agent_id, []).append(r)
-    totals = [0, 0, 0, 0]
+    totals = [0, 0, 0, 0, 0]
     for agent, mine in by_agent.items():
         # memories in one call (one may supersede another); the rest 5,000 records a call
         memories = [r for r in mine if r.get("record") == "memory"]

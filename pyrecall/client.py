@@ -874,7 +874,8 @@ class Recall:
     def export(self, agent_id: str, out: str | os.PathLike | TextIO, *, vectors: bool = False) -> dict:
         """Write all of the agent's memory that cannot be derived again to ``out`` (a path, or
         a text stream), one JSON object a line (recall.export_agent): a header, its messages
-        with their sessions, its curated memories and the importance set by hand. A path is
+        with their sessions, its curated memories, the importance set by hand and the session
+        summaries a model wrote. A path is
         written whole or not at all (a file beside it, renamed over it at the end). Returns the
         header (the counts). ``vectors``: also each chunk's and message's vector and token
         counts, so that the destination (with the same model) need not embed again.

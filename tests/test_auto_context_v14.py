@@ -2,7 +2,7 @@
 newest first (by the newest row of each), the rows of a session in the order they happened —
 where v13 gave them in the fill's order, newest first, so that a session read backwards
 (`make demo`: "User: Fix that one too then." before the exchange it refers to). The rows
-themselves, and every other section, are v13's. The stable name calls v14. (SQL logic: the hash
+themselves, and every other section, are v13's. (SQL logic: the hash
 embedder's vectors, over the Claude Code sessions `make demo` imports and test_recall_v5's chat.)"""
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def test_recent_reads_in_order_with_v13s_rows(agent):  # noqa: F811 (a fixture)
             for shares in SHARES:
                 v13 = context(agent, "auto_context_v13", task, token_budget=budget, **shares)
                 v14 = context(agent, "auto_context_v14", task, token_budget=budget, **shares)
-                assert context(agent, "auto_context", task, token_budget=budget, **shares) == v14
                 same_rows_as_v13(v14, v13)
                 recent = [r for r in v14 if r["section"] == "recent"]
                 reading_order(recent, msgs)
@@ -69,7 +68,7 @@ def test_recent_reads_in_order_with_v13s_rows(agent):  # noqa: F811 (a fixture)
 
 def test_the_demo_session_reads_forwards(agent):  # noqa: F811 (a fixture)
     """The case seen in `make demo`: the flaky-test session's Recent rows, as they happened."""
-    v14 = context(agent, "auto_context", "deploy the API to staging", token_budget=2000)
+    v14 = context(agent, "auto_context_v14", "deploy the API to staging", token_budget=2000)
     recent = [r["content"] for r in v14 if r["section"] == "recent"]
     first = next(i for i, c in enumerate(recent) if c.startswith("User: CI is red"))
     last = next(i for i, c in enumerate(recent) if c.startswith("User: Fix that one too then."))

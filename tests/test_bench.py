@@ -371,11 +371,13 @@ def test_bench_locomo_versions(server_url):
 def test_bench_locomo_auto_context_at_budgets(server_url):
     """auto_context (the question as its task) is judged at the budgets only: no recall@k, no
     latency row; its contexts within each budget, v13 (v12's fill) holding at least v10's evidence on the
-    sample, v14 (v13's rows in another order) v13's figures, and the table printed without a ranking."""
-    report = _bench_locomo(server_url, SAMPLE, "--no-baselines", "--budgets", "60,250",
-                           "--methods", "auto_context_v10,auto_context_v13,auto_context_v14,auto_context")
+    sample, v14 (v13's rows in another order) and v15 (Recent turn by turn: a chat's windows were
+    already) v13's figures, and the table printed without a ranking."""
+    report = _bench_locomo(server_url, SAMPLE, "--no-baselines", "--budgets", "60,250", "--methods",
+                           "auto_context_v10,auto_context_v13,auto_context_v14,auto_context_v15,auto_context")
     methods = report["methods"]
-    assert list(methods) == ["auto_context_v10", "auto_context_v13", "auto_context_v14", "auto_context"]
+    assert list(methods) == ["auto_context_v10", "auto_context_v13", "auto_context_v14", "auto_context_v15",
+                             "auto_context"]
     for name, r in methods.items():
         assert set(r) == {"budget"}
         for b in ("60", "250"):
@@ -383,7 +385,8 @@ def test_bench_locomo_auto_context_at_budgets(server_url):
             assert r["budget"][b]["over"] == 0
             # (v10 shows nothing at 60 tokens: no whole chunk fits; v13 fills it)
             assert name == "auto_context_v10" or r["budget"][b]["tokens"] > 0.9 * int(b)
-    assert methods["auto_context"] == methods["auto_context_v14"] == methods["auto_context_v13"]
+    assert methods["auto_context"] == methods["auto_context_v15"] == methods["auto_context_v14"] == \
+        methods["auto_context_v13"]
     assert sum(methods["auto_context_v13"]["budget"][b]["recall"] for b in ("60", "250")) > \
         sum(methods["auto_context_v10"]["budget"][b]["recall"] for b in ("60", "250"))
     result = CliRunner().invoke(main, ["bench", "locomo", "--data", str(SAMPLE), "--no-baselines", "--budgets",

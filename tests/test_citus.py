@@ -390,7 +390,8 @@ def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, c
 def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, cluster, conn, tmp_path):
     """recall.export_agent and recall.import_records (pyrecall export / import) are delegated to
     the agent's worker: an agent built on one node and moved to the cluster, then exported from
-    the cluster, is the agent it was (sessions, messages, chunks, memories, importance)."""
+    the cluster, is the agent it was (sessions, messages, chunks, memories, importance, a model's
+    summary)."""
     from test_export import build, snapshot, vectors_of, write_export
 
     from pyrecall import _sync
@@ -407,7 +408,8 @@ def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, clu
     (tmp_path / "one.jsonl").write_text("".join(json.dumps(x) + "\n" for x in renamed), encoding="utf-8")
     report = _sync.index(coord, [tmp_path / "one.jsonl"], agent_id=agent)
     assert report.problems == [] and (report.memories, report.importance) == (4, 2)
-    assert (report.vectors, report.turns) == (lines[0]["vectors"], lines[0]["turns"])
+    # (the vectors: the chunks', and the one of the summary a model wrote)
+    assert (report.vectors, report.turns, report.summaries) == (lines[0]["vectors"] + 1, lines[0]["turns"], 1)
     assert count_pending(coord, agent=agent) == 0
     on_cluster = snapshot(coord, agent)
     here = snapshot(conn)
@@ -419,7 +421,8 @@ def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, clu
     assert strip(vectors_of(coord, agent)) == strip(vectors_of(conn))
     # exported from the cluster: the same lines as from the single node, but for the names
     back = [x for x in write_export(coord.info.dsn, tmp_path / "cluster.jsonl", agent, vectors=True)]
-    drop = lambda x: {k: v for k, v in x.items() if k not in ("memory_id", "supersedes", "exported_at")}  # noqa: E731
+    drop = lambda x: {k: v for k, v in x.items()  # noqa: E731
+                      if k not in ("memory_id", "supersedes", "exported_at", "summary_at")}
     assert [drop(x) for x in back] == [drop(x) for x in renamed]
 
 

@@ -36,7 +36,8 @@ def build(conn) -> None:
     """Agent aria: four Claude Code sessions (turn pairs), a Discord chat (windows, session
     metadata), a generic JSONL session (another of its sessions names agent aria-devops);
     four curated memories, one superseding another, one pinned, one with metadata and a
-    project; the importance of two transcript chunks set by hand."""
+    project; the importance of two transcript chunks set by hand; a session summary a model
+    wrote (recall.save_summary) and an extractive one."""
     _sync.index(conn, [SESSIONS, DISCORD, GENERIC], agent_id=AGENT)
     remember = "select recall.remember(agent_id => %s, content => %s, kind => %s, pinned => %s, " \
                "metadata => %s, project => %s, supersedes => %s)"
@@ -51,6 +52,13 @@ def build(conn) -> None:
         chunk = conn.execute("select chunk_id from recall.chunks where agent_id = %s and kind = %s "
                              "order by session_id, first_seq desc limit 1", [AGENT, kind]).fetchone()[0]
         conn.execute("select recall.set_importance(%s, %s, %s)", [AGENT, chunk, 0.95 if kind == "window" else 0.1])
+    first, second = [r[0] for r in conn.execute(
+        "select session_id from recall.sessions where agent_id = %s and session_id not like 'memories:%%' "
+        "order by started_at, session_id limit 2", [AGENT])]
+    conn.execute("select recall.save_summary(%s, %s, %s, %s)",
+                 [AGENT, first, "They added JWT login; the secret comes from the environment.", "fake/llm"])
+    conn.execute("update recall.sessions set summary = 'made again', summary_model = 'extractive', "
+                 "summary_at = now() where agent_id = %s and session_id = %s", [AGENT, second])
 
 
 def snapshot(conn, agent: str = AGENT) -> dict:
@@ -59,6 +67,9 @@ def snapshot(conn, agent: str = AGENT) -> dict:
     return {
         "sessions": q("select session_id, title, project, branch, started_at, ended_at, metadata "
                       "from recall.sessions where agent_id = %s order by session_id"),
+        # (an extractive summary is made again there, by `pyrecall summarize`)
+        "summaries": q("select session_id, summary, summary_model from recall.sessions "
+                       "where agent_id = %s and summary_model <> 'extractive' order by session_id"),
         "messages": q("select session_id, seq, external_id, role, kind, content, created_at, importance, metadata "
                       "from recall.messages where agent_id = %s order by session_id, seq"),
         "chunks": q("select session_id, kind, first_seq, part, content, importance, importance_set_at, metadata "
@@ -94,9 +105,10 @@ def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_ur
     lines = write_export(db_url, tmp_path / "aria.jsonl")
     header = lines[0]
     assert header["pyrecall_export"] == 1 and header["agent_id"] == AGENT
-    assert (header["sessions"], header["messages"], header["memories"], header["importance"]) == (
-        6, len(before["messages"]), 4, 2)
-    assert len(lines) == 1 + header["messages"] + 4 + 2
+    assert (header["sessions"], header["messages"], header["memories"], header["importance"],
+            header["summaries"]) == (6, len(before["messages"]), 4, 2, 1)
+    assert len(lines) == 1 + header["messages"] + 4 + 2 + 1
+    assert [x["summary_model"] for x in lines if x.get("record") == "summary"] == ["fake/llm"]
     # nothing of another agent: the generic file's first session is aria-devops'
     assert all(x.get("agent_id") == AGENT for x in lines)
     assert conn.execute("select count(*) from recall.messages where agent_id = 'aria-devops'").fetchone()[0] > 0
@@ -104,7 +116,8 @@ def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_ur
     with psycopg.connect(other_url, autocommit=True) as dest:
         report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else")
         assert report.problems == []
-        assert (report.inserted, report.memories, report.importance) == (header["messages"], 4, 2)
+        assert (report.inserted, report.memories, report.importance, report.summaries) == (
+            header["messages"], 4, 2, 1)
         assert snapshot(dest) == before
         assert dest.execute("select count(*) from recall.chunks").fetchone()[0] == conn.execute(
             "select count(*) from recall.chunks where agent_id = %s", [AGENT]).fetchone()[0]
@@ -114,11 +127,14 @@ def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_ur
         assert dest.execute("select count(*) from recall.chunks where kind = 'window'").fetchone()[0] > 0
         # importing it again adds nothing and changes nothing
         again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else", full=True)
-        assert (again.inserted, again.memories, again.importance, again.problems) == (0, 0, 0, [])
+        assert (again.inserted, again.memories, again.importance, again.summaries, again.problems) == (
+            0, 0, 0, 0, [])
         assert snapshot(dest) == before
-        # and the export of the copy is the export of the original, but for its ids and time
+        # and the export of the copy is the export of the original, but for its ids and times (a
+        # summary's: when it was restored)
         copy = write_export(other_url, tmp_path / "copy.jsonl")
-        strip = lambda xs: [{k: v for k, v in x.items() if k not in ("memory_id", "supersedes", "exported_at")}  # noqa: E731
+        strip = lambda xs: [{k: v for k, v in x.items()  # noqa: E731
+                             if k not in ("memory_id", "supersedes", "exported_at", "summary_at")}
                             for x in xs]
         assert strip(copy) == strip(lines)
 
@@ -152,10 +168,12 @@ def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, d
     assert count_pending(conn, agent=AGENT) == 0
     lines = write_export(db_url, tmp_path / "aria.jsonl", vectors=True)
     header = lines[0]
-    embedded = conn.execute("select count(*) from recall.chunks where agent_id = %s and kind <> 'memory' "
-                            "and embedding is not null", [AGENT]).fetchone()[0]
+    embedded = conn.execute("select count(*) from recall.chunks where agent_id = %s and kind not in "
+                            "('memory', 'summary') and embedding is not null", [AGENT]).fetchone()[0]
     assert header["vectors"] == embedded > 0 and header["turns"] > 0
     assert sum(x.get("record") == "vector" for x in lines) == embedded
+    # the model's summary carries its chunk's vector (and is found by it there)
+    assert [bool(x.get("embedding")) for x in lines if x.get("record") == "summary"] == [True]
     # one vector edited to another dimension, one chunk's text hash changed: those two stay pending
     edited = [x for x in lines if x.get("record") == "vector"][:2]
     edited[0]["embedding"] = "[1,2,3]"
@@ -165,7 +183,7 @@ def test_with_vectors_the_destination_recalls_the_same_without_embedding(conn, d
         register_vector(dest)
         report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
         assert report.problems == []
-        assert (report.vectors, report.turns) == (embedded - 2, header["turns"])
+        assert (report.vectors, report.turns, report.summaries) == (embedded - 2 + 1, header["turns"], 1)
         assert count_pending(dest, agent=AGENT) == report.pending == 2
         assert report.indexed == []                 # (an agent this small needs no index)
         Worker(dest, FakeEmbedder(), agent=AGENT).run()          # the two, embedded there
@@ -199,7 +217,7 @@ def test_an_import_with_vectors_builds_the_index_the_agent_needs(conn, db_url, o
         dest.execute("update recall.chunks set embedding = null, embedding_model = null, embedded_at = null "
                      "where agent_id = %s and kind not in ('memory', 'summary')", [AGENT])
         on = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True)
-        assert on.vectors == off.vectors and on.pending == 0
+        assert on.vectors == off.vectors - 1 and on.pending == 0      # (the summary's vector kept)
         assert [r["agent_id"] for r in on.indexed] == [AGENT] and on.as_dict()["indexed"][0]["index_rows"] > 5
         assert [r["index_name"] for r in ours(dest)] == [on.indexed[0]["index_name"]]
 
@@ -249,6 +267,8 @@ def test_supersedes_points_at_the_new_id_of_the_memory_it_replaced(conn, db_url,
 def test_a_record_that_cannot_be_restored_is_reported_and_the_rest_imported(other_url, tmp_path):
     good = {"record": "memory", "agent_id": AGENT, "memory_id": 7, "memory_kind": "fact",
             "content": "The VPN needs the second factor", "valid_from": "2026-03-01T10:00:00Z"}
+    summary = {"record": "summary", "agent_id": AGENT, "session_id": "s-1", "summary": "They said hello.",
+               "summary_model": "fake/llm", "summary_at": "2026-03-01T10:00:00Z"}
     lines = [
         {"pyrecall_export": 1, "agent_id": AGENT},
         {"session_id": "s-1", "agent_id": AGENT, "role": "user", "content": "hello", "external_id": "e1",
@@ -267,24 +287,82 @@ def test_a_record_that_cannot_be_restored_is_reported_and_the_rest_imported(othe
         {"record": "photo", "agent_id": AGENT},
         # a message of another tool that has a field "record" is a message
         {"session_id": "s-1", "role": "assistant", "content": "noted", "record": "yes", "external_id": "e2"},
+        {**summary, "summary": " "},
+        {**summary, "summary_model": "extractive"},
+        summary,
+        {**summary, "session_id": "not-here"},        # its messages are not in the file: nothing
     ]
     path = tmp_path / "broken.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{not json\n", encoding="utf-8")
     with psycopg.connect(other_url, autocommit=True) as dest:
         report = _sync.index(dest, [path], agent_id=AGENT)
         reasons = {p.line: p.reason for p in report.problems}
-        assert set(reasons) == {3, 5, 6, 7, 8, 9, 11, 13}, reasons
+        assert set(reasons) == {3, 5, 6, 7, 8, 9, 11, 13, 14, 17}, reasons
         assert "memory_kind 'rumour'" in reasons[3] and "without content" in reasons[5]
         assert "valid_from" in reasons[6] and "valid_until" in reasons[7] and "importance" in reasons[8]
         assert "importance" in reasons[9] and "unknown record 'photo'" in reasons[11]
-        assert (report.inserted, report.memories, report.importance) == (2, 1, 1)
+        assert "without a summary" in reasons[13] and "extractive one is made again" in reasons[14]
+        assert (report.inserted, report.memories, report.importance, report.summaries) == (2, 1, 1, 1)
+        assert dest.execute("select s.summary, s.summary_model, c.content from recall.sessions s join recall.chunks c "
+                            "using (agent_id, session_id) where c.kind = 'summary'").fetchall() == [
+            ("They said hello.", "fake/llm", "Summary of session: They said hello.")]
         assert dest.execute("select content from recall.chunks where kind = 'memory'").fetchall() == [
             ("The VPN needs the second factor",)]
         # the session's own start and chunking came with its first line
         started, chunking, importance = dest.execute(
             "select s.started_at, s.metadata->>'chunking', c.importance from recall.sessions s "
-            "join recall.chunks c on c.session_id = s.session_id where s.session_id = 's-1'").fetchone()
+            "join recall.chunks c on c.session_id = s.session_id where s.session_id = 's-1' and c.kind = 'window'").fetchone()
         assert (started.isoformat(), chunking, round(importance, 3)) == ("2026-03-01T08:00:00+00:00", "window", 0.9)
+
+
+def test_a_models_summary_is_restored_unless_a_later_one_is_there(conn, db_url, other_url, tmp_path):
+    """A session summary a model wrote is restored with its chunk, once; a summary a model wrote
+    at the destination after it is kept, one written at the source later still replaces it."""
+    build(conn)
+    lines = write_export(db_url, tmp_path / "aria.jsonl")
+    sid = next(x["session_id"] for x in lines if x.get("record") == "summary")
+    save = "select recall.save_summary(%s, %s, %s, %s)"
+    summary = lambda c: c.execute("select s.summary, s.summary_model, c.content from recall.sessions s "  # noqa: E731
+                                  "join recall.chunks c using (agent_id, session_id) "
+                                  "where s.agent_id = %s and s.session_id = %s and c.kind = 'summary'",
+                                  [AGENT, sid]).fetchall()
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        assert _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT).summaries == 1
+        assert summary(dest) == summary(conn)
+        dest.execute(save, [AGENT, sid, "Written there since.", "fake/other"])
+        assert _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True).summaries == 0
+        assert summary(dest)[0][:2] == ("Written there since.", "fake/other")
+        conn.execute(save, [AGENT, sid, "Written here after that.", "fake/llm"])
+        write_export(db_url, tmp_path / "aria.jsonl")
+        assert _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True).summaries == 1
+        assert summary(dest) == summary(conn)
+        assert summary(dest)[0][2].endswith(': Written here after that.')
+
+
+def test_save_summary_checks_its_arguments(conn):
+    build(conn)
+    sid = conn.execute("select session_id from recall.sessions where agent_id = %s and summary_model = 'extractive'",
+                       [AGENT]).fetchone()[0]
+    for args, error, message in [
+            ((None, sid, "x", "m"), psycopg.errors.InvalidParameterValue, "agent_id and session_id are required"),
+            ((AGENT, sid, " \n", "m"), psycopg.errors.InvalidParameterValue, "summary is empty"),
+            ((AGENT, sid, "x", "extractive"), psycopg.errors.InvalidParameterValue, "model must name"),
+            ((AGENT, sid, "x", None), psycopg.errors.InvalidParameterValue, "model must name"),
+            ((AGENT, "nope", "x", "m"), psycopg.errors.NoDataFound, "agent aria has no session nope"),
+            ((AGENT, f"memories:{AGENT}", "x", "m"), psycopg.errors.NoDataFound, "no session memories:aria")]:
+        with pytest.raises(error, match=message):
+            conn.execute("select recall.save_summary(%s, %s, %s, %s)", list(args))
+    # kept: the text, the model, the chunk (its vector dropped only when its text changes)
+    chunk = conn.execute("select recall.save_summary(%s, %s, 'Rotated the keys.', 'fake/llm')", [AGENT, sid]).fetchone()[0]
+    conn.execute("update recall.chunks set embedding = array_fill(0.1, array[384])::vector where chunk_id = %s", [chunk])
+    assert conn.execute("select recall.save_summary(%s, %s, 'Rotated the keys.', 'fake/llm')", [AGENT, sid]
+                        ).fetchone()[0] == chunk
+    assert conn.execute("select embedding is not null from recall.chunks where chunk_id = %s", [chunk]).fetchone()[0]
+    conn.execute("select recall.save_summary(%s, %s, 'Rotated the keys twice.', 'fake/llm')", [AGENT, sid])
+    assert conn.execute("select embedding is null, importance, metadata->>'summary_model' from recall.chunks "
+                        "where chunk_id = %s", [chunk]).fetchone() == (True, 0.8, "fake/llm")
+    assert conn.execute("select summary, summary_model from recall.sessions where agent_id = %s and session_id = %s",
+                        [AGENT, sid]).fetchone() == ("Rotated the keys twice.", "fake/llm")
 
 
 def test_a_newer_export_format_is_said_and_read_as_far_as_it_goes(other_url, tmp_path):
@@ -312,7 +390,7 @@ def test_the_python_client_exports_to_a_stream_and_async(conn, db_url, tmp_path)
             r.export("nobody", tmp_path / "nobody.jsonl")
     assert not (tmp_path / "nobody.jsonl").exists() and list(tmp_path.iterdir()) == []
     lines = [json.loads(x) for x in stream.getvalue().splitlines()]
-    assert lines[0] == header and len(lines) == 1 + header["messages"] + 4 + 2
+    assert lines[0] == header and len(lines) == 1 + header["messages"] + 4 + 2 + 1
 
     async def go():
         async with await AsyncRecall.connect(db_url) as a:
@@ -330,7 +408,7 @@ def test_import_records_checks_its_arguments(conn):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
             conn.execute("select * from recall.import_records(%s, %s)", [agent, records])
     assert conn.execute("select count(*) from recall.chunks").fetchone()[0] == 0
-    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0, 0, 0)
+    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0, 0, 0, 0)
 
 
 def test_the_export_of_an_agent_role_is_its_own(conn, db_url, roles):  # noqa: F811 (a fixture)

@@ -277,8 +277,7 @@ def context(conn, fn, task, **kw):
 def test_auto_context_related_keeps_a_question_with_its_answer(agent):
     """auto_context_v13 is v12's calling the new fill: Pinned and Failures v12's, Recent the
     same messages (turn pairs whole already), Related never a question without its answer nor
-    a question and its answer apart; the stable name calls v14 (v13's rows, Recent in reading
-    order: tests/test_auto_context_v14.py)."""
+    a question and its answer apart (the stable name: tests/test_auto_context_v15.py)."""
     msgs, pairs = messages(agent), answers(agent)
     faults = 0
     for task in (None, *QUERIES):
@@ -286,8 +285,6 @@ def test_auto_context_related_keeps_a_question_with_its_answer(agent):
             for shares in ({}, {"recent_share": 0.0, "failure_share": 0.0}):
                 v12 = context(agent, "auto_context_v12", task, token_budget=budget, **shares)
                 v13 = context(agent, "auto_context_v13", task, token_budget=budget, **shares)
-                assert context(agent, "auto_context", task, token_budget=budget, **shares) == \
-                    context(agent, "auto_context_v14", task, token_budget=budget, **shares)
                 for name in ("pinned", "failures"):       # (their cumulative_tokens: after Related's)
                     assert [{**r, "cumulative_tokens": 0} for r in v13 if r["section"] == name] == \
                         [{**r, "cumulative_tokens": 0} for r in v12 if r["section"] == name]

@@ -156,13 +156,13 @@ def test_auto_context_v4_equals_v3_without_memories(shop, case):
             args["all_projects"] = v4_only
         v4, cols = call(shop, "auto_context_v4", **args)
         stable, _ = call(shop, "auto_context", **args)
-        v14, _ = call(shop, "auto_context_v14", **args)
+        v15, _ = call(shop, "auto_context_v15", **args)
     assert v3
     assert [r[:15] for r in v4] == v3
-    # the stable name calls v14: v4's rows but for its Recent and Related sections, filled
+    # the stable name calls v15: v4's rows but for its Recent and Related sections, filled
     # turn by turn (tests/test_auto_context_v12.py, tests/test_recall_v13.py), Recent in reading
-    # order (tests/test_auto_context_v14.py)
-    assert stable == v14
+    # order (tests/test_auto_context_v14.py) and its turn pairs too (tests/test_auto_context_v15.py)
+    assert stable == v15
     # (the running token totals, column 11, follow the Related section's)
     assert [r[:11] + r[12:] for r in stable if r[14] not in ("recent", "related")] == \
         [r[:11] + r[12:] for r in v4 if r[14] not in ("recent", "related")]

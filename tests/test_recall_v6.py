@@ -141,10 +141,10 @@ def test_v6_rows_equal_v5(world_url, who, caller):
                         assert v6 == call(conn, "auto_context_v4", **args)
                         # v12: v6's rows but for Recent and Related, filled turn by turn (and so
                         # the running token totals), for every caller alike; the stable name
-                        # calls v14 (v12's with a question never without its answer, and
-                        # Recent in reading order)
+                        # calls v15 (v12's with a question never without its answer, Recent
+                        # in reading order and turn by turn)
                         v12 = call(conn, "auto_context_v12", **args)
-                        assert call(conn, "auto_context", **args) == call(conn, "auto_context_v14", **args)
+                        assert call(conn, "auto_context", **args) == call(conn, "auto_context_v15", **args)
                         assert [r[:11] + r[12:] for r in v12 if r[14] not in ("recent", "related")] == \
                             [r[:11] + r[12:] for r in v6 if r[14] not in ("recent", "related")]
                     assert {r[16] for r in v6} == {agent}    # agent_id column

@@ -212,8 +212,8 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
                       "'agent-a', 'certificate deploy', %(q)s, k => 20)",
             "session": "select chunk_id, session_id, session_rank from recall.session_recall("
                        "'agent-a', 'certificate deploy', %(q)s)",
-            # (by its name then, v4: the stable name now calls v14, whose Recent is in reading
-            # order, sessions newest first; tests/test_auto_context_v14.py)
+            # (by its name then, v4: the stable name now calls a later release, whose Recent and
+            # Related are filled otherwise; tests/test_auto_context_v15.py)
             "auto": "select chunk_id, section, content from recall.auto_context_v4("
                     "'agent-a', 'infra', task_text => 'certificate', task_embedding => %(q)s)",
             "memories": "select memory_id, content, pinned from recall.memories('agent-a')",

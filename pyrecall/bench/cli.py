@@ -124,7 +124,8 @@ def bench():
                    "hybrid_recall_v11 and session_recall_v11 (each turn also valued by its own "
                    "vector), hybrid_recall_v13 and session_recall_v13 (a question with its "
                    "answer, turns joined across tool calls); auto_context, auto_context_v10, "
-                   "auto_context_v12, auto_context_v13, auto_context_v14 (the session-start "
+                   "auto_context_v12, auto_context_v13, auto_context_v14, auto_context_v15 (the "
+                   "session-start "
                    "context, the question as its task: judged at the budgets only).")
 @click.option("--model", default="local/all-MiniLM-L6-v2", show_default=True,
               help="Embedding model of the chunks and questions (not the configured one: "

@@ -269,7 +269,7 @@ FUNCTIONS = {"hybrid_recall", "session_recall", "hybrid_recall_v4", "session_rec
              "hybrid_recall_v10", "session_recall_v10", "hybrid_recall_v11", "session_recall_v11",
              "hybrid_recall_v13", "session_recall_v13",
              "auto_context", "auto_context_v10", "auto_context_v12", "auto_context_v13",
-             "auto_context_v14"}
+             "auto_context_v14", "auto_context_v15"}
 # every method `bench locomo --methods` can name: the defaults, and each version by its name
 METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     f"{fn}_{v}": Method(f"{fn}_{v}", function=f"{fn}_{v}")
@@ -282,7 +282,8 @@ METHODS = {m.name: m for m in DEFAULT_METHODS} | {
     # the session-start context with the question as its task, its default shares (Recent 0.3
     # of the budget: the newest chunks, whatever the question)
     name: Method(name, function=name) for name in ("auto_context", "auto_context_v10", "auto_context_v12",
-                                                    "auto_context_v13", "auto_context_v14")}
+                                                    "auto_context_v13", "auto_context_v14",
+                                                    "auto_context_v15")}
 
 
 def _statement(method: Method, *, budget: bool = False) -> sql.Composed:

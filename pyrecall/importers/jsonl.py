@@ -8,8 +8,8 @@ for the session, taken from the first line that has them: ``title``, ``project``
 
 An export of ``pyrecall export`` (recall.export_agent) is such a file with two more kinds of
 line: its header (``{"pyrecall_export": 1, ...}``) and records, ``{"record": "memory", ...}``
-(a curated memory), ``{"record": "importance", ...}`` (a chunk's importance set by hand) and,
-exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
+(a curated memory), ``{"record": "importance", ...}`` (a chunk's importance set by hand),
+``{"record": "summary", ...}`` (a session summary a model wrote) and, exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
 ``{"record": "turn", ...}`` (a message's token counts and own vector), handed to the importer in
 ``ParseResult.records`` (restored by recall.import_records once the messages are stored). A
 record that cannot be restored is reported and left out. ``keep_records=False`` keeps only the
@@ -189,9 +189,27 @@ def _turn_problem(obj: dict) -> str | None:
     return None
 
 
+def _summary_problem(obj: dict) -> str | None:
+    if id_or_none(obj.get("session_id")) is None:
+        return "without session_id"
+    summary = obj.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        return "without a summary"
+    model = obj.get("summary_model")
+    if not isinstance(model, str) or not model.strip() or model == "extractive":
+        return "without the summary_model that wrote it (an extractive one is made again, not imported)"
+    if not parse_time(obj.get("summary_at"))[1]:
+        return "without a readable summary_at"
+    if obj.get("embedding") is not None and not isinstance(obj["embedding"], str):
+        return "with an embedding that is not a vector's text"
+    if obj.get("n_tokens") is not None and not _count(obj["n_tokens"], 1):
+        return "with n_tokens not a positive whole number"
+    return None
+
+
 _PROBLEMS = {"memory": _memory_problem, "importance": _importance_problem, "vector": _vector_problem,
-             "turn": _turn_problem}
-STREAMED = ("importance", "vector", "turn")   # what record_batches gives (memories: parse)
+             "turn": _turn_problem, "summary": _summary_problem}
+STREAMED = ("importance", "vector", "turn", "summary")   # what record_batches gives (memories: parse)
 
 
 def _count(value: Any, least: int) -> bool:

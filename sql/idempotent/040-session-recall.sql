@@ -149,3 +149,74 @@ $$;
 
 comment on function recall.summarize_quiet_sessions(interval, text, text, int, int) is
   'The extractive summary of the sessions quiet for `quiet` whose summary is stale (none, chunks embedded since, or another model''s when `model` is given); returns their ids, longest quiet first, at most max_sessions. 22023 for a bad argument.';
+
+-- save_summary: see the COMMENT below
+create or replace function recall.save_summary(
+  agent_id text, session_id text, summary text, model text, summary_at timestamptz default null)
+returns bigint
+language plpgsql volatile security invoker
+set search_path to pg_catalog, public, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_at timestamptz := coalesce(save_summary.summary_at, now());
+  s recall.sessions;
+  v_content text;
+  v_tokens int;
+  v_metadata jsonb;
+  v_created timestamptz;
+  v_chunk bigint;
+begin
+  if save_summary.agent_id is null or save_summary.agent_id = '' or save_summary.session_id is null
+     or save_summary.session_id = '' then
+    raise exception 'agent_id and session_id are required' using errcode = '22023';
+  end if;
+  if coalesce(btrim(save_summary.summary, E' \t\r\n'), '') = '' then
+    raise exception 'summary is empty' using errcode = '22023';
+  end if;
+  if coalesce(btrim(save_summary.model), '') = '' or save_summary.model = 'extractive' then
+    raise exception 'model must name what wrote the summary (''extractive'' is recall.summarize_sessions''s own), got %',
+      coalesce(quote_literal(save_summary.model), 'NULL') using errcode = '22023';
+  end if;
+  update recall.sessions x
+     set summary = save_summary.summary, summary_model = save_summary.model, summary_at = v_at
+   where x.agent_id = save_summary.agent_id and x.session_id = save_summary.session_id
+     and x.session_id <> 'memories:' || save_summary.agent_id
+  returning x.* into s;
+  if s.session_id is null then
+    raise exception 'agent % has no session %', save_summary.agent_id, save_summary.session_id using errcode = 'P0002';
+  end if;
+  -- the chunk recall finds it by, embedded by the worker (its vector kept while its text is the same)
+  v_content := 'Summary of session' || coalesce(' "' || nullif(s.title, '') || '"', '') || ': ' || save_summary.summary;
+  v_tokens := recall._estimate_tokens(v_content);
+  v_created := coalesce(s.ended_at, s.started_at);
+  v_metadata := s.metadata || jsonb_strip_nulls(jsonb_build_object('project', s.project, 'branch', s.branch))
+                || jsonb_build_object('summary_model', save_summary.model);
+  insert into recall.chunks as c
+    (agent_id, session_id, kind, first_seq, part, message_ids, content, n_tokens, created_at,
+     importance, metadata)
+  values (save_summary.agent_id, save_summary.session_id, 'summary', 0, 0, '{}', v_content, v_tokens, v_created, 0.8, v_metadata)
+  on conflict (agent_id, session_id, kind, first_seq, part) do update
+    set content = excluded.content, n_tokens = excluded.n_tokens, created_at = excluded.created_at,
+        metadata = excluded.metadata,
+        embedding = case when c.content = excluded.content then c.embedding end,
+        embedding_model = case when c.content = excluded.content then c.embedding_model end,
+        embedded_at = case when c.content = excluded.content then c.embedded_at end
+  returning c.chunk_id into v_chunk;
+  perform pg_notify('recall_chunks', 'pending');    -- wake a listening worker
+  return v_chunk;
+end
+$$;
+
+comment on function recall.save_summary(text, text, text, text, timestamptz) is $c$
+Keep summary as the summary of the agent's session, written by model (an LLM's name, or whatever
+wrote it: not 'extractive', the database's own from recall.summarize_sessions): in
+recall.sessions (summary, summary_model, summary_at: summary_at, default now()) and as the
+session's 'summary' chunk, 'Summary of session "<title>": <summary>', importance 0.8, with the
+session's metadata, project and branch, which the embedding worker embeds (its vector kept while
+its text is unchanged) and recall then finds like any memory. An extractive summary made later
+keeps this text (it renews the session's embedding only). Returns the chunk's id. What
+`pyrecall summarize --summarize-with MODEL` calls for each session; an export carries what it
+kept. Errors: agent_id, session_id, summary or model missing, model 'extractive': 22023; no
+such session (the memories session is none): P0002.
+$c$;

@@ -9,7 +9,7 @@
 -- `pyrecall import` reads (pyrecall/importers/jsonl.py), so that an export is imported like any
 -- transcript: into another database, another server, a Citus cluster, a newer pyrecall:
 --   1. a header: {"pyrecall_export": 1, "agent_id", "exported_at", "sessions", "messages",
---      "memories", "importance"} (the counts of what follows);
+--      "memories", "importance", "summaries"} (the counts of what follows);
 --   2. each message, sessions by started_at, messages by seq: session_id, agent_id, role,
 --      kind, content, created_at, importance, metadata, external_id (the key that makes a
 --      second import of the same lines add nothing); the first line of a session also holds
@@ -21,6 +21,10 @@
 --   4. each transcript chunk whose importance was set by hand: {"record": "importance",
 --      session_id, chunk_kind, first_external_id (the chunk's first message, by its source key:
 --      seqs are numbered again by the importing database), part, importance, set_at};
+--   4b. each session summary a model wrote (recall.save_summary; an extractive one is made
+--      again by `pyrecall summarize`): {"record": "summary", session_id, summary, summary_model,
+--      summary_at}, with vectors => true also its chunk's embedding, embedding_model, n_tokens
+--      and content_md5;
 --   5. with vectors => true only: each embedded transcript chunk's vector, {"record": "vector",
 --      session_id, chunk_kind, first_external_id, part, content_md5 (of the chunk's text: the
 --      destination derives its chunks again, and a vector is given only to the same text),
@@ -28,8 +32,9 @@
 --      {"record": "turn", session_id, external_id, n_tokens, date_tokens, embedding}; a memory's
 --      line then holds its embedding, embedding_model and n_tokens too.
 -- Not exported: what is derived (chunks, and without vectors => true their token counts and
--- vectors: `pyrecall embed` makes them again, with whatever model the destination uses), session
--- summaries (`pyrecall summarize`), what sync remembers of files, the recall log.
+-- vectors: `pyrecall embed` makes them again, with whatever model the destination uses),
+-- extractive session summaries (`pyrecall summarize`), what sync remembers of files, the recall
+-- log.
 --
 -- SECURITY INVOKER: an agent's role exports its own rows only (row-level security), and
 -- restores into its own agent only.
@@ -60,6 +65,7 @@ declare
   n_messages bigint;
   n_memories bigint;
   n_importance bigint;
+  n_summaries bigint;
   n_vectors bigint := 0;
   n_turns bigint := 0;
 begin
@@ -77,6 +83,9 @@ begin
   from recall.chunks c
   where c.agent_id = export_agent.agent_id
     and (c.kind = 'memory' or c.importance_set_at is not null);
+  select count(*) into n_summaries
+  from recall.sessions s
+  where s.agent_id = export_agent.agent_id and s.summary is not null and s.summary_model <> 'extractive';
   if vectors then
     select count(*) into n_vectors
     from recall.chunks c
@@ -91,7 +100,7 @@ begin
     jsonb_build_object('pyrecall_export', 1, 'agent_id', agent_id, 'exported_at', now(),
                        'sessions', n_sessions, 'messages', n_messages,
                        'memories', n_memories, 'importance', n_importance,
-                       'vectors', case when vectors then n_vectors end,
+                       'summaries', n_summaries, 'vectors', case when vectors then n_vectors end,
                        'turns', case when vectors then n_turns end));
 
   -- the messages, each session's first line with the session
@@ -141,6 +150,22 @@ begin
     and c.kind <> 'memory' and c.importance_set_at is not null
   order by c.session_id, c.first_seq, c.kind, c.part;
 
+  -- the summaries a model wrote (with vectors, their chunk's vector)
+  return query
+  select recall._without_nulls(
+           jsonb_build_object('record', 'summary', 'agent_id', s.agent_id, 'session_id', s.session_id,
+                              'summary', s.summary, 'summary_model', s.summary_model,
+                              'summary_at', s.summary_at)
+           || case when vectors and c.embedding is not null
+                   then jsonb_build_object('embedding', c.embedding::text, 'embedding_model', c.embedding_model,
+                                           'n_tokens', c.n_tokens, 'content_md5', md5(c.content))
+                   else '{}'::jsonb end)
+  from recall.sessions s
+  left join recall.chunks c on c.agent_id = s.agent_id and c.session_id = s.session_id
+                           and c.kind = 'summary' and c.first_seq = 0 and c.part = 0
+  where s.agent_id = export_agent.agent_id and s.summary is not null and s.summary_model <> 'extractive'
+  order by s.started_at, s.session_id;
+
   if not vectors then
     return;
   end if;
@@ -174,12 +199,13 @@ of an export file (`pyrecall export`): a header {"pyrecall_export": 1, "agent_id
 and the counts of what follows}, then each message (sessions by started_at, messages by seq) as a
 line of the generic JSONL format `pyrecall import` reads, the session's title, project, branch,
 started_at, ended_at and session_metadata on its first line; then each curated memory
-({"record": "memory", ...}, oldest first) and each transcript chunk whose importance was set by
-hand ({"record": "importance", ...}). vectors => true (`pyrecall export --vectors`) adds each
+({"record": "memory", ...}, oldest first), each transcript chunk whose importance was set by
+hand ({"record": "importance", ...}) and each session summary a model wrote ({"record":
+"summary", ...}: recall.save_summary). vectors => true (`pyrecall export --vectors`) adds each
 embedded transcript chunk's vector with its model, token count and the md5 of its text
 ({"record": "vector", ...}), each text message's counts and own vector ({"record": "turn", ...})
-and each memory's vector, so that the destination need not embed again. Not exported: chunks and
-summaries (made again by ingestion and `summarize`), and without vectors the vectors and token
+and each memory's and model summary's vector, so that the destination need not embed again. Not
+exported: chunks and extractive summaries (made again by ingestion and `summarize`), and without vectors the vectors and token
 counts (`pyrecall embed`). SECURITY INVOKER: an agent's role exports its own rows only. An agent
 with nothing stored gives the header alone. Errors: agent_id missing, vectors NULL: 22023.
 $c$;
@@ -207,9 +233,19 @@ exception when others then    -- not a vector's text (a file edited by hand): no
 end
 $$;
 
--- import_records: see the COMMENT below
+-- import_records: see the COMMENT below (its first released shape returned no summaries: dropped
+-- to be made again)
+do $$
+begin
+  if exists (select from pg_proc p
+             where p.oid = to_regprocedure('recall.import_records(text, jsonb)')
+               and not ('summaries' = any (p.proargnames))) then
+    drop function recall.import_records(text, jsonb);
+  end if;
+end
+$$;
 create or replace function recall.import_records(agent_id text, records jsonb)
-returns table (memories int, importance int, vectors int, turns int)
+returns table (memories int, importance int, vectors int, turns int, summaries int)
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
@@ -232,6 +268,10 @@ declare
   v_date_tokens int;
   n_vectors int := 0;
   n_turns int := 0;
+  n_summaries int := 0;
+  here_model text;
+  here_summary text;
+  here_at timestamptz;
   dim int;
 begin
   perform recall._check_memory_agent(import_records.agent_id);
@@ -379,7 +419,37 @@ begin
     get diagnostics n = row_count;
     n_turns := n_turns + n;
   end loop;
-  return query select n_memories, n_importance, n_vectors, n_turns;
+  -- a session's summary written by a model: kept as recall.save_summary keeps one (its time: now,
+  -- when this database's chunks are as new as it), unless the session here has it already or a
+  -- model's made later; then its chunk's vector, where the chunk has the text it was made of
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'summary'
+  loop
+    select s.summary_model, s.summary, s.summary_at into here_model, here_summary, here_at
+    from recall.sessions s
+    where s.agent_id = import_records.agent_id and s.session_id = r->>'session_id';
+    continue when not found;                          -- its messages are not here
+    if here_model is null or here_model = 'extractive'
+       or (here_summary is distinct from r->>'summary'
+           and here_at < coalesce((r->>'summary_at')::timestamptz, '-infinity')) then
+      perform recall.save_summary(import_records.agent_id, r->>'session_id', r->>'summary',
+                                  r->>'summary_model');
+      n_summaries := n_summaries + 1;
+    end if;
+    v_vector := recall._import_vector(r->>'embedding', dim);
+    continue when v_vector is null;
+    v_tokens := greatest(coalesce((r->>'n_tokens')::int, 1), 1);
+    update recall.chunks c
+       set embedding = v_vector, embedding_model = r->>'embedding_model', embedded_at = now(),
+           n_tokens = v_tokens, embed_attempts = 0, embed_error = null, embed_after = null
+     where c.agent_id = import_records.agent_id and c.session_id = r->>'session_id'
+       and c.kind = 'summary' and c.first_seq = 0 and c.part = 0
+       and c.embedding is null and md5(c.content) = r->>'content_md5';
+    get diagnostics n = row_count;
+    n_vectors := n_vectors + n;
+  end loop;
+  return query select n_memories, n_importance, n_vectors, n_turns, n_summaries;
 end
 $$;
 
@@ -394,7 +464,10 @@ message of session_id with that external_id (after its messages are imported: sk
 missing). {"record": "vector"}: the vector, model and token count of the chunk of that kind and
 part starting at that message, when the chunk has no vector yet and its text has the md5 the
 export gives (a destination chunking otherwise embeds its own chunks); {"record": "turn"}: a
-message's n_tokens, date_tokens and own vector where it has none. A vector not of this
+message's n_tokens, date_tokens and own vector where it has none; {"record": "summary"}: a
+session's summary written by a model, kept as recall.save_summary keeps it (summary_at: now)
+unless the session has that summary, or a model's made after the record's summary_at, already;
+its chunk's vector as a chunk's (counted in vectors); returned in summaries. A vector not of this
 database's dimension (recall.config embedding_dim), all zeros or unreadable is not stored (that
 chunk stays pending). Other records are ignored. Errors: agent_id missing, records not a JSON array, a memory
 without kind, text or valid_from: 22023 (nothing of the call is kept).

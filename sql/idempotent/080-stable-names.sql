@@ -3,7 +3,7 @@
 -- recall.auto_context, each calling the current released version. Releasing a new version
 -- (sql/README.md) moves them here, in one place; the versions live in sql/released/.
 
--- Today hybrid_recall and session_recall call v13, auto_context v14 (v4's shapes: same
+-- Today hybrid_recall and session_recall call v13, auto_context v15 (v4's shapes: same
 -- arguments and rows; the turn_text_weight and turn_vector_weight of hybrid_recall_v13 and
 -- session_recall_v13 keep their defaults). Their v3 shapes go first (v4 adds arguments and columns, so create or
 -- replace cannot change them); a call by name with v3's arguments finds the v4 shape.
@@ -99,7 +99,7 @@ $$;
 comment on function recall.session_recall is
   'The stable name of session-aware recall; calls recall.session_recall_v13 (see its comment).';
 
--- auto_context: the stable name; today it is v14
+-- auto_context: the stable name; today it is v15
 create or replace function recall.auto_context(
   agent_id           text,
   project            text        default null,
@@ -116,10 +116,10 @@ returns setof recall.auto_context_row_v4
 language sql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
-  select * from recall.auto_context_v14(agent_id, project, branch, task_text, task_embedding,
+  select * from recall.auto_context_v15(agent_id, project, branch, task_text, task_embedding,
                                        token_budget, exclude_session_id, as_of, recent_share,
                                        failure_share, all_projects)
 $$;
 
 comment on function recall.auto_context is
-  'The stable name of the session-start context; calls recall.auto_context_v14 (see its comment).';
+  'The stable name of the session-start context; calls recall.auto_context_v15 (see its comment).';

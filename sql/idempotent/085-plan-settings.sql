@@ -4,7 +4,7 @@
 -- migrate, and this file, re-applied after them, puts these back. (On a Citus cluster
 -- sql/citus/distribute.sql adjusts the functions it must; it leaves these alone.)
 --
--- auto_context v1-v10 (v12, v13 and v14 set it in their definitions): planned with each call's values (force_custom_plan). PL/pgSQL plans a
+-- auto_context v1-v10 (v12 to v15 set it in their definitions): planned with each call's values (force_custom_plan). PL/pgSQL plans a
 -- statement with the call's values for its first five executions in a session, then keeps a
 -- generic plan when it looks no costlier. For auto_context's sections that plan is far worse:
 -- "the newest chunks of this project" estimated at 1,000 rows for any project read every

@@ -118,7 +118,7 @@ def mcp(functions: list[str], rounds: int) -> None:
     for r in range(rounds):
         for f in (functions if r % 2 == 0 else functions[::-1]):
             with _db.connect(url) as conn:
-                conn.execute(re.sub(r"recall\.auto_context_v13\(", f"recall.{f}(", stable))
+                conn.execute(re.sub(r"recall\.auto_context_v\d+\(", f"recall.{f}(", stable))
                 conn.commit()
             out = asyncio.run(mcp_latency._drive(url, agent, queries, warmup=WARMUP, k=10,
                                                  token_budget=None, tool="context"))
