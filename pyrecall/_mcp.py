@@ -44,7 +44,8 @@ log = logging.getLogger("pyrecall.mcp")
 INSTRUCTIONS = """\
 pyrecall: long-term memory across sessions. `recall` searches memories and past sessions by
 meaning and keywords; `context` gives the session-start summary (pinned memories, recent work,
-related work, failures to avoid); `sessions` lists recent sessions. `remember` stores a fact,
+related work, failures to avoid); `expand` gives what was said around one of their results
+(before and after it in its session); `sessions` lists recent sessions. `remember` stores a fact,
 decision or preference for later sessions (`supersedes=<id>` corrects an older one, `pin=true`
 keeps it in every context); `forget` deletes one memory by id. Results carry ids."""
 
@@ -310,6 +311,22 @@ class SessionsOut(BaseModel):
     sessions: list[SessionOut]
 
 
+class MessageOut(BaseModel):
+    seq: int | None = Field(description="Its place in the session (none: a memory or summary).")
+    speaker: str | None = Field(description="Who said it: the chat's speaker, else User/Assistant/Tool.")
+    kind: str = Field(description="text, thinking, tool_call, tool_result (memory, summary: itself).")
+    content: str
+    created_at: str | None = Field(description="ISO 8601.")
+    in_chunk: bool = Field(description="One of the expanded memory's own messages.")
+
+
+class ExpandOut(BaseModel):
+    session_id: str
+    session_title: str | None = None
+    messages: list[MessageOut]
+    tokens: int = Field(description="Their tokens, within token_budget.")
+
+
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -532,6 +549,36 @@ def build_server(backend: Backend) -> RecallServer:
                          for s in out.sessions) or f"no sessions for agent {agent!r}"
         return _result(text, out)
 
+    def expand(
+        id: Annotated[int, Field(ge=1, description="The id of a memory recall or context "
+                                 "returned.")],
+        token_budget: Annotated[int, Field(ge=1, le=100_000, description="At most this many "
+                                           "tokens.")] = 1000,
+        with_tools: Annotated[bool, Field(description="Also the tool calls, their results and "
+                                          "the reasoning around it, not only what was said.")] = False,
+    ) -> Annotated[CallToolResult, ExpandOut]:
+        """What was said around a memory that recall or context returned: its own messages,
+        then those before and after it in its session, nearest first, within token_budget
+        (the rest of an exchange: what was asked before, how it ended)."""
+        kinds = ("text", "thinking", "tool_call", "tool_result") if with_tools else ("text",)
+        with backend.client() as r:
+            rows = r.expand(agent, id, token_budget=token_budget, kinds=kinds)
+            infos = r.session_infos([rows[0]["session_id"]]) if rows else {}
+        if not rows:
+            raise ToolError(f"memory {id}: nothing of it fits in {token_budget} token(s)")
+        info = infos.get(rows[0]["session_id"])
+        out = ExpandOut(session_id=rows[0]["session_id"], session_title=info.title if info else None,
+                        tokens=rows[-1]["cumulative_tokens"],
+                        messages=[MessageOut(seq=m["seq"], speaker=m["speaker"], kind=m["kind"],
+                                             content=m["content"], created_at=_iso(m["created_at"]),
+                                             in_chunk=m["in_chunk"]) for m in rows])
+        head = f"{out.session_title or out.session_id} ({len(rows)} messages, {out.tokens} tokens; " \
+               f"memory {id}'s marked *)"
+        body = "\n\n".join(f"{'*' if m.in_chunk else ' '} {m.speaker or m.kind}"
+                            + (f" [{m.kind}]" if m.kind not in ("text", "memory", "summary") else "")
+                            + f": {m.content}" for m in out.messages)
+        return _result(f"{head}\n\n{body}", out)
+
     def remember(
         content: Annotated[str, Field(description="What to remember: a fact, a decision, a "
                                       "preference, in a sentence or a few.")],
@@ -570,6 +617,7 @@ def build_server(backend: Backend) -> RecallServer:
     server.add_tool(_guard(backend, recall), annotations=read_only)
     server.add_tool(_guard(backend, context), annotations=read_only)
     server.add_tool(_guard(backend, sessions), annotations=read_only)
+    server.add_tool(_guard(backend, expand), annotations=read_only)
     server.add_tool(_guard(backend, remember),
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                                 idempotent_hint=False, open_world_hint=False))

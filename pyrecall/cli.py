@@ -1194,6 +1194,56 @@ def show(session, agent, full, as_json, dsn):
         click.echo(text)
 
 
+@main.command()
+@click.argument("chunk_id", type=int, metavar="ID")
+@agent_option
+@click.option("--token-budget", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="At most this many tokens: the chunk's messages first, then its neighbours.")
+@click.option("--kinds", default="text", show_default=True, metavar="KIND,...",
+              help="Which of the session's other messages to add: text, thinking, tool_call, "
+                   "tool_result (comma-separated), or all.")
+@json_option
+@dsn_option
+@handle_errors
+def expand(chunk_id, agent, token_budget, kinds, as_json, dsn):
+    """Print what was said around a recalled memory (its ID, as recall, --auto and the MCP tools
+    show it): its messages, then those before and after it in its session, nearest first, one
+    side after the other, within --token-budget (recall.expand).
+
+    \b
+    Example:
+      pyrecall recall "why did the alpine build fail?" -k 3
+      pyrecall expand 15 --token-budget 2000
+      pyrecall expand 15 --kinds all          # tool calls, results and reasoning too
+    """
+    wanted = ["text", "thinking", "tool_call", "tool_result"] if kinds.strip() == "all" else \
+        [k.strip() for k in kinds.split(",") if k.strip()]
+    r = _client(dsn)
+    try:
+        rows = r.expand(agent, chunk_id, token_budget=token_budget, kinds=wanted)
+        info = r.session_infos([rows[0]["session_id"]]).get(rows[0]["session_id"]) if rows else None
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"chunk {chunk_id}: nothing fits in {token_budget} token(s)")
+        return
+    title = info.title if info and info.title else rows[0]["session_id"]
+    click.echo(f"# {title}")
+    click.echo(f"session {rows[0]['session_id']} · {len(rows)} message(s) · "
+               f"{rows[-1]['cumulative_tokens']} token(s) · chunk {chunk_id}'s marked *")
+    for m in rows:
+        if m["seq"] is None:                  # a curated memory or a summary: itself
+            click.echo(f"\n* {m['kind']} · {m['created_at']:%Y-%m-%d %H:%M}\n{m['content']}")
+            continue
+        mark = "*" if m["in_chunk"] else " "
+        kind = "" if m["kind"] == "text" else f" · {m['kind']}"
+        click.echo(f"\n{mark} [{m['seq']}] {m['speaker']}{kind} · {m['created_at']:%Y-%m-%d %H:%M}")
+        click.echo(m["content"])
+
+
 # ---------------------------------------------------------------- curated memories
 
 MEMORY_KINDS = ["note", "fact", "decision", "preference"]
@@ -1448,7 +1498,8 @@ def mark(chunk_id, importance, reset, agent, as_json, dsn):
 @dsn_option
 @handle_errors
 def mcp(agent, http, token, model, dsn):
-    """Serve the agent's memory as MCP tools: recall, context, sessions, remember, forget.
+    """Serve the agent's memory as MCP tools: recall, context, expand, sessions, remember,
+    forget.
 
     Speaks the Model Context Protocol on stdin/stdout (or streamable HTTP with --http) for
     one agent: its database connections run as the recall_agent role with the agent's id, so

@@ -162,8 +162,20 @@ order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 
 SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, started_at, ended_at, "
                     "summary, summary_model, metadata from recall.sessions where agent_id = %s and session_id = %s")
+EXPAND_SQL = "select * from recall.expand(%s, %s, %s, %s)"
+MESSAGE_KINDS = ("text", "thinking", "tool_call", "tool_result")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
                      "where agent_id = %s and session_id = %s order by seq")
+
+
+def _expand_args(agent_id: str, chunk_id: int, token_budget: int, kinds: Sequence[str]) -> list:
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    unknown = [k for k in kinds if k not in MESSAGE_KINDS]
+    if unknown:
+        raise ConfigError(f"unknown message kind(s) {', '.join(map(repr, unknown))}: "
+                          f"choose among {', '.join(MESSAGE_KINDS)}")
+    return [_text(agent_id), chunk_id, token_budget, list(kinds)]
 
 
 def _dicts(cur) -> list[dict]:
@@ -855,6 +867,23 @@ class Recall:
         row = self.conn.execute(IMPORTANCE_SQL, [chunk_id, _text(agent_id)]).fetchone()
         return row[0] if row else None
 
+    def expand(self, agent_id: str, chunk_id: int, *, token_budget: int = 1000,
+               kinds: Sequence[str] = ("text",)) -> list[dict]:
+        """What was said around one of the agent's chunks (a ``chunk_id`` recall returned),
+        within ``token_budget`` (recall.expand): the chunk's messages, then its session's other
+        messages of ``kinds`` (text, thinking, tool_call, tool_result), nearest first, one
+        before and one after in turn. Rows in order, each a dict: session_id, seq, message_id,
+        role, kind, speaker, content, created_at, n_tokens, cumulative_tokens, in_chunk.
+        NotFoundError when the agent has no such chunk.
+
+        >>> [m["speaker"] for m in r.expand("aria", 15, token_budget=300)]  # doctest: +SKIP
+        ['User', 'Assistant', 'User', 'Assistant']
+        """
+        try:
+            return _dicts(self.conn.execute(EXPAND_SQL, _expand_args(agent_id, chunk_id, token_budget, kinds)))
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+
     def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """Pin (or, with ``pinned=False``, unpin) a memory: pinned ones open auto_context."""
         args = {"agent_id": _text(agent_id), "memory_id": memory_id, "pinned": bool(pinned)}
@@ -1295,6 +1324,16 @@ class AsyncRecall:
         """See :meth:`Recall.importance`."""
         _, rows = await self._fetch(IMPORTANCE_SQL, [chunk_id, _text(agent_id)])
         return rows[0][0] if rows else None
+
+    async def expand(self, agent_id: str, chunk_id: int, *, token_budget: int = 1000,
+                     kinds: Sequence[str] = ("text",)) -> list[dict]:
+        """See :meth:`Recall.expand`."""
+        try:
+            description, rows = await self._fetch(EXPAND_SQL, _expand_args(agent_id, chunk_id, token_budget, kinds))
+        except psycopg.errors.NoDataFound as exc:
+            raise _not_found(exc) from None
+        names = [d.name for d in description]
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     async def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """See :meth:`Recall.pin_memory`."""

@@ -676,7 +676,7 @@ def test_v7_turn_fill_gives_the_rows_of_a_single_node(coord, cluster, conn):
 def test_v13_fill_of_agent_sessions_gives_the_rows_of_a_single_node(coord, cluster, conn):
     """Release 13's fill (the stable names) over an agent's sessions: questions answered after
     tool calls, each question shown only with its answer in one passage, on the agent's worker
-    as on one node (ids aside)."""
+    as on one node (ids aside); recall.expand around every chunk likewise."""
     _, nodes = cluster
     tag = uuid.uuid4().hex[:6]
     agents = [a for v in agents_on_each_worker(coord, nodes, f"qa{tag}").values() for a in v]
@@ -717,6 +717,22 @@ def test_v13_fill_of_agent_sessions_gives_the_rows_of_a_single_node(coord, clust
             assert [r[:1] + r[2:] for r in coord.execute(call, [agent, query, AS_OF]).fetchall()] == \
                 [r[:1] + r[2:] for r in single], call
     assert questions, "no context held a question: the rule is untested on the cluster"
+    # recall.expand around each of those chunks: the rows of a single node (each server numbers
+    # its own chunks and messages: the chunk named by its place in the session)
+    expanded = 0
+    for agent in agents:
+        for kind, first_seq, part in conn.execute(
+                "select kind, first_seq, part from recall.chunks where agent_id = %s order by 1, 2, 3", [agent]):
+            rows = {}
+            for name, c in (("coord", coord), ("single", conn)):
+                chunk = c.execute("select chunk_id from recall.chunks where agent_id = %s and kind = %s "
+                                  "and first_seq = %s and part = %s", [agent, kind, first_seq, part]).fetchone()[0]
+                rows[name] = [c.execute("select seq, speaker, kind, content, n_tokens, cumulative_tokens, in_chunk "
+                                        "from recall.expand(%s, %s, %s, %s)", [agent, chunk, b, k]).fetchall()
+                              for b in (12, 60, 400) for k in (["text"], ["text", "tool_call", "tool_result"])]
+            assert rows["coord"] == rows["single"], (kind, first_seq, part)
+            expanded += sum(len(r) for r in rows["single"])
+    assert expanded > 100
 
 
 # released versions called by name: v1-v3 run on a cluster with the plan settings

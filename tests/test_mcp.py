@@ -26,7 +26,7 @@ from pyrecall.client import Recall  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-TOOLS = {"recall", "context", "sessions", "remember", "forget"}
+TOOLS = {"recall", "context", "expand", "sessions", "remember", "forget"}
 
 
 def server_params(dsn: str, agent: str, *extra: str) -> StdioServerParameters:
@@ -355,6 +355,44 @@ def test_another_agents_memory_is_refused(memories, conn):
     assert conn.execute("select count(*) from recall.memories('A')").fetchone()[0] == 0
 
 
+def test_expand_gives_the_exchange_around_a_memory_of_its_agent_only(memories, conn):
+    """The `expand` tool: what was said before and after a memory recall returned, in order,
+    within its budget; another agent's chunk is refused like a missing one."""
+    with Recall(memories) as r:
+        r.add_session("a-long", "A", title="Rotate the deploy key", project="api")
+        r.add_messages("a-long", [
+            {"role": "user", "content": "The deploy key leaked in a CI log."},
+            {"role": "assistant", "content": "Revoked it; CI now masks secrets."},
+            {"role": "user", "content": "How do we rotate it from now on?"},
+            {"role": "assistant", "content": "The vault job rotates the deploy key every Monday."},
+            {"role": "user", "content": "And the old one?"},
+            {"role": "assistant", "content": "Old keys stay valid one day, then are deleted."}])
+    middle = conn.execute("select chunk_id from recall.chunks where session_id = 'a-long' "
+                          "and content like '%%every Monday%%'").fetchone()[0]
+    theirs = conn.execute("select chunk_id from recall.chunks where agent_id = 'B' limit 1").fetchone()[0]
+
+    async def scenario(c):
+        return (await c.call_tool("expand", {"id": middle}),
+                await c.call_tool("expand", {"id": middle, "token_budget": 40, "with_tools": True}),
+                await c.call_tool("expand", {"id": theirs}))
+
+    whole, small, refused = drive(memories, "A", scenario)
+    assert not whole.is_error
+    out = whole.structured_content
+    assert out["session_id"] == "a-long" and out["session_title"] == "Rotate the deploy key"
+    assert [m["content"] for m in out["messages"]][0] == "The deploy key leaked in a CI log."
+    assert len(out["messages"]) == 6 and [m["in_chunk"] for m in out["messages"]] == [False, False, True, True,
+                                                                                      False, False]
+    assert [m["speaker"] for m in out["messages"]] == ["User", "Assistant"] * 3
+    assert "* Assistant: The vault job rotates" in text(whole) and out["tokens"] <= 1000
+    # 40 tokens (estimated: not embedded yet): the pair (26), the answer before it (12); the
+    # question after it (6 more) does not fit, and that side stops there
+    assert [m["content"][:12] for m in small.structured_content["messages"]] == [
+        "Revoked it; ", "How do we ro", "The vault jo"]
+    assert small.structured_content["tokens"] == 38
+    assert refused.is_error and f"agent A has no chunk {theirs}" in text(refused)
+
+
 # ---------------------------------------------------------------- bad input
 
 BAD = [
@@ -375,6 +413,8 @@ BAD = [
     ("remember", {"content": "x", "importance": 2}, "importance: Input should be less than or equal to 1"),
     ("forget", {"id": 0}, "id: Input should be greater than or equal to 1"),
     ("forget", {"id": 999999}, "999999"),
+    ("expand", {"id": 999999}, "agent A has no chunk 999999"),
+    ("expand", {"id": 1, "token_budget": 0}, "token_budget: Input should be greater than or equal to 1"),
     ("nosuchtool", {}, "nosuchtool"),
 ]
 
