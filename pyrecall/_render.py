@@ -90,10 +90,13 @@ def to_json(result: RecallResult, *, mode: str, infos: dict[str, SessionInfo],
 
 def _label(m: Memory, info: SessionInfo | None, *, show_session: bool = True,
            scope: dict | None = None) -> str:
-    """``date · kind · "session title" (channel; author; project, branch)``; the project and
-    branch are left out where they are the scope the whole answer is about."""
-    parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?", KIND_LABELS.get(m.kind, m.kind)]
-    if m.memory_id is not None:   # a curated memory: its kind and id (to correct or forget it)
+    """``date · kind #id · "session title" (channel; author; project, branch)``; the project and
+    branch are left out where they are the scope the whole answer is about. The id: a curated
+    memory's (to correct, pin or forget it), else its chunk's (`pyrecall expand ID`, the MCP
+    tool expand: what was said around it; `pyrecall mark ID`)."""
+    parts = [m.created_at.strftime("%Y-%m-%d") if m.created_at else "?",
+             f"{KIND_LABELS.get(m.kind, m.kind)} #{m.chunk_id}"]
+    if m.memory_id is not None:   # a curated memory: its kind and id
         parts[1] = f"{m.memory_kind or 'memory'} #{m.memory_id}"
         show_session = False
     if not show_session:

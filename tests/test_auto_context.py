@@ -5,6 +5,7 @@ feature/coupons, a crash in another project)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import psycopg
@@ -152,7 +153,11 @@ def test_cli_context_markdown_has_the_sections(shop_url):
     assert out.startswith("## Relevant memory\n### Recent\n- 2026-04-01 · ")
     assert "### Failures to avoid" in out
     failures = out.split("### Failures to avoid\n", 1)[1]
-    assert failures.startswith("- 2026-04-01 · tool · \"Orders table migration on main")
+    # each item names its chunk (what `pyrecall expand ID` and the MCP tool expand take)
+    first = re.match(r'- 2026-04-01 · tool #(\d+) · "Orders table migration on main', failures)
+    assert first, failures[:200]
+    expanded = CliRunner().invoke(main, ["expand", first[1], "--json"], env={"PYRECALL_DSN": shop_url})
+    assert expanded.exit_code == 0 and 'relation \\"orders_archive\\" does not exist' in expanded.output
     assert 'relation "orders_archive" does not exist' in failures
     assert "\n  - Then: The discount migration depends on orders_archive" in failures
     # a Markdown list: every line is an item, a nested item, indented content, or blank
