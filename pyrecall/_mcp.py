@@ -47,7 +47,8 @@ meaning and keywords; `context` gives the session-start summary (pinned memories
 related work, failures to avoid); `expand` gives what was said around one of their results
 (before and after it in its session); `sessions` lists recent sessions. `remember` stores a fact,
 decision or preference for later sessions (`supersedes=<id>` corrects an older one, `pin=true`
-keeps it in every context); `forget` deletes one memory by id. Results carry ids."""
+keeps it in every context); `memories` lists those kept, `pin` pins or unpins one, `forget`
+deletes one by id. Results carry ids."""
 
 CONNECT_TIMEOUT = 5  # seconds to wait for PostgreSQL before a call fails with one line
 POOL_SIZE = 4        # connections kept open between calls
@@ -309,6 +310,26 @@ class SessionOut(BaseModel):
 
 class SessionsOut(BaseModel):
     sessions: list[SessionOut]
+
+
+class CuratedOut(BaseModel):
+    id: int
+    kind: str = Field(description="note, fact, decision or preference.")
+    content: str
+    importance: float
+    pinned: bool
+    project: str | None
+    created_at: str | None = Field(description="ISO 8601.")
+    superseded_by: int | None = Field(None, description="Set when a newer memory replaced it.")
+
+
+class MemoriesOut(BaseModel):
+    memories: list[CuratedOut]
+
+
+class PinOut(BaseModel):
+    id: int
+    pinned: bool
 
 
 class MessageOut(BaseModel):
@@ -604,6 +625,39 @@ def build_server(backend: Backend) -> RecallServer:
                 + (", pinned" if pin else ""))
         return _result(text, RememberOut(id=memory_id))
 
+    def memories(
+        project: Annotated[str | None, Field(description="Only those of this project (and of "
+                                             "none).")] = None,
+        kind: Annotated[str | None, Field(description="note, fact, decision or preference.")] = None,
+        pinned_only: Annotated[bool, Field(description="Only the pinned ones.")] = False,
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 50,
+    ) -> Annotated[CallToolResult, MemoriesOut]:
+        """This agent's curated memories (what remember stored and is still true), newest
+        first, with their ids: to review them, correct one (remember with supersedes), pin or
+        forget one."""
+        if kind is not None and kind not in ("note", "fact", "decision", "preference"):
+            raise ToolError(f"kind: {kind!r} is not one of note, fact, decision, preference")
+        with backend.client() as r:
+            rows = r.memories(agent, project=project, kind=kind, limit=limit, pinned_only=pinned_only)
+        out = MemoriesOut(memories=[
+            CuratedOut(id=m.memory_id, kind=m.kind, content=m.content, importance=round(float(m.importance), 4),
+                       pinned=m.pinned, project=m.project, created_at=_iso(m.created_at),
+                       superseded_by=m.superseded_by) for m in rows])
+        text = "\n".join(f"- [{m.id}] {m.kind}{' · pinned' if m.pinned else ''}"
+                         + (f" · {m.project}" if m.project else "") + f": {m.content}"
+                         for m in out.memories) or "no curated memories"
+        return _result(text, out)
+
+    def pin(
+        id: Annotated[int, Field(ge=1, description="The id of one of this agent's memories.")],
+        pinned: Annotated[bool, Field(description="true: first in every context; false: no "
+                                      "longer.")] = True,
+    ) -> Annotated[CallToolResult, PinOut]:
+        """Pin a memory (it opens every session-start context, within the budget), or unpin it."""
+        with backend.client() as r:
+            r.pin_memory(agent, id, pinned)
+        return _result(f"{'pinned' if pinned else 'unpinned'} memory {id}", PinOut(id=id, pinned=pinned))
+
     def forget(
         id: Annotated[int, Field(ge=1, description="The id of one of this agent's memories "
                                  "(as recall or context show it).")],
@@ -618,9 +672,13 @@ def build_server(backend: Backend) -> RecallServer:
     server.add_tool(_guard(backend, context), annotations=read_only)
     server.add_tool(_guard(backend, sessions), annotations=read_only)
     server.add_tool(_guard(backend, expand), annotations=read_only)
+    server.add_tool(_guard(backend, memories), annotations=read_only)
     server.add_tool(_guard(backend, remember),
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                                 idempotent_hint=False, open_world_hint=False))
+    server.add_tool(_guard(backend, pin),
+                    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                idempotent_hint=True, open_world_hint=False))
     server.add_tool(_guard(backend, forget),
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                                 idempotent_hint=True, open_world_hint=False))

@@ -1499,7 +1499,7 @@ def mark(chunk_id, importance, reset, agent, as_json, dsn):
 @handle_errors
 def mcp(agent, http, token, model, dsn):
     """Serve the agent's memory as MCP tools: recall, context, expand, sessions, remember,
-    forget.
+    memories, pin, forget.
 
     Speaks the Model Context Protocol on stdin/stdout (or streamable HTTP with --http) for
     one agent: its database connections run as the recall_agent role with the agent's id, so

@@ -26,7 +26,7 @@ from pyrecall.client import Recall  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-TOOLS = {"recall", "context", "expand", "sessions", "remember", "forget"}
+TOOLS = {"recall", "context", "expand", "sessions", "remember", "memories", "pin", "forget"}
 
 
 def server_params(dsn: str, agent: str, *extra: str) -> StdioServerParameters:
@@ -334,6 +334,36 @@ def test_pinned_memories_open_the_context(memories):
     assert markdown.index("Pinned") < markdown.index("nice -n 10") < markdown.index("docker compose")
 
 
+def test_memories_lists_and_pin_pins_and_unpins(memories):
+    """`memories`: the agent's curated memories, newest first, with ids; `pin` moves one into
+    every context and out again."""
+    async def scenario(c):
+        first = (await c.call_tool("remember", {"content": "Deploys go out on Tuesdays.", "kind": "decision",
+                                                "project": "api"})).structured_content["id"]
+        second = (await c.call_tool("remember", {"content": "Prefers short answers.",
+                                                 "kind": "preference"})).structured_content["id"]
+        listed = await c.call_tool("memories", {})
+        facts = await c.call_tool("memories", {"kind": "fact"})
+        pinned = await c.call_tool("pin", {"id": first})
+        only_pinned = await c.call_tool("memories", {"pinned_only": True})
+        context = await c.call_tool("context", {"task_text": "anything", "project": "api"})
+        unpinned = await c.call_tool("pin", {"id": first, "pinned": False})
+        after = await c.call_tool("context", {"task_text": "anything", "project": "api"})
+        return first, second, listed, facts, pinned, only_pinned, context, unpinned, after
+
+    first, second, listed, facts, pinned, only_pinned, context, unpinned, after = drive(memories, "A", scenario)
+    rows = listed.structured_content["memories"]
+    assert [(m["id"], m["kind"], m["pinned"], m["project"]) for m in rows] == [
+        (second, "preference", False, None), (first, "decision", False, "api")]
+    assert f"- [{first}] decision · api: Deploys go out on Tuesdays." in text(listed)
+    assert facts.structured_content["memories"] == [] and text(facts) == "no curated memories"
+    assert not pinned.is_error and pinned.structured_content == {"id": first, "pinned": True}
+    assert [m["id"] for m in only_pinned.structured_content["memories"]] == [first]
+    assert [(m["id"], m["section"]) for m in context.structured_content["memories"]][0] == (first, "pinned")
+    assert unpinned.structured_content == {"id": first, "pinned": False} and text(unpinned) == f"unpinned memory {first}"
+    assert all(m["section"] != "pinned" for m in after.structured_content["memories"])
+
+
 def test_another_agents_memory_is_refused(memories, conn):
     with Recall(memories) as r:
         theirs = r.remember("B", "B keeps the zanzibar keys in the blue vault.", kind="fact")
@@ -341,11 +371,12 @@ def test_another_agents_memory_is_refused(memories, conn):
     async def scenario(c):
         return (await c.call_tool("forget", {"id": theirs}),
                 await c.call_tool("remember", {"content": "the keys moved", "supersedes": theirs}),
+                await c.call_tool("pin", {"id": theirs}),
                 await c.call_tool("recall", {"query": "where are the zanzibar keys kept?"}),
                 await c.call_tool("sessions", {}))
 
-    forget, supersede, recall, after = drive(memories, "A", scenario)
-    for result in (forget, supersede):
+    forget, supersede, pin, recall, after = drive(memories, "A", scenario)
+    for result in (forget, supersede, pin):
         assert result.is_error and len(text(result).splitlines()) == 1, text(result)
     assert theirs not in _ids(recall)
     assert not after.is_error
@@ -414,6 +445,8 @@ BAD = [
     ("forget", {"id": 0}, "id: Input should be greater than or equal to 1"),
     ("forget", {"id": 999999}, "999999"),
     ("expand", {"id": 999999}, "agent A has no chunk 999999"),
+    ("memories", {"kind": "gossip"}, "kind: 'gossip' is not one of"),
+    ("pin", {"id": 999999}, "999999"),
     ("expand", {"id": 1, "token_budget": 0}, "token_budget: Input should be greater than or equal to 1"),
     ("nosuchtool", {}, "nosuchtool"),
 ]
