@@ -5,7 +5,8 @@
    "acme-api": JWT auth, a Docker deploy that failed twice, a flaky test, a migration);
 2. embed them with the local model (all-MiniLM-L6-v2, offline) and summarize each session;
 3. print the context a new session would start with, for the task "deploy the API to staging";
-4. answer "how did we fix the docker deployment?".
+4. answer "how did we fix the docker deployment?";
+5. expand its best answer: what was said before and after it in its session.
 
 Each step is the `pyrecall` command shown, run in this process so that the model is loaded
 once. Running the demo again imports nothing twice.
@@ -40,6 +41,15 @@ def run(*args: str) -> None:
     print(f"({time.perf_counter() - started:.1f} s)", flush=True)
 
 
+def _best_chunk(query: str) -> int | None:
+    """The id of the first memory `pyrecall recall QUERY` gave (the model is loaded already)."""
+    from pyrecall.client import Recall
+
+    with Recall(migrate=False) as r:
+        found = r.recall("claude-code", query, k=1).memories
+    return found[0].chunk_id if found else None
+
+
 def main_demo() -> None:
     rel = SESSIONS.relative_to(Path.cwd()) if SESSIONS.is_relative_to(Path.cwd()) else SESSIONS
     run("import", str(rel))
@@ -49,6 +59,9 @@ def main_demo() -> None:
     run("recall", "--auto", "--task-text", "deploy the API to staging", "--project", PROJECT,
         "--branch", BRANCH, "--token-budget", "2000", "--format", "context")
     run("recall", "how did we fix the docker deployment?", "-k", "3")
+    best = _best_chunk("how did we fix the docker deployment?")
+    if best is not None:
+        run("expand", str(best), "--token-budget", "600")
     print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
           "Yours: pyrecall import ~/.claude/projects && pyrecall embed  (see README.md for the "
           "Claude Code hook)")
