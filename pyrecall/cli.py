@@ -1404,33 +1404,54 @@ def export(agent, output, vectors, dsn):
 @click.option("--all", "everything", is_flag=True,
               help="Forget everything of the agent: sessions, messages, chunks, embeddings, "
                    "summaries and what sync remembers of files.")
+@click.option("--before", type=Since(), default=None,
+              help="Forget the sessions last active before then (180d, 26w, 1y, or a date): a "
+                   "retention policy (recall.forget_sessions). Curated memories stay.")
+@click.option("--project", default=None, help="With --before: only this project's sessions.")
+@click.option("--include-marked", is_flag=True,
+              help="With --before: also sessions holding a chunk whose importance was set by hand "
+                   "(`pyrecall mark`; kept by default).")
+@click.option("--dry-run", is_flag=True, help="With --before: list what would go, delete nothing.")
 @agent_option
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all, --before).")
+@json_option
 @dsn_option
 @handle_errors
-def forget(session, memory_id, everything, agent, yes, dsn):
-    """Delete a session, a curated memory, or all memory of an agent, with their chunks and
-    embeddings.
+def forget(session, memory_id, everything, before, project, include_marked, dry_run, agent, yes,
+           as_json, dsn):
+    """Delete a session, a curated memory, the sessions older than a cut-off, or all memory of
+    an agent, with their chunks and embeddings.
 
-    Transcript files still on disk are imported again by the next `pyrecall sync` (which,
-    with nothing indexed before, reads ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp):
-    delete or move them too if they must be forgotten for good.
+    Transcript files still on disk are imported again by the next `pyrecall sync` when they
+    change (or with `pyrecall import --full`; with nothing indexed before, sync reads
+    ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp): delete or move them too if they
+    must be forgotten for good.
 
     \b
     Example:
       pyrecall forget --session 6279b780      # an id, or a unique prefix of it
       pyrecall forget --memory 4711
+      pyrecall forget --before 180d --dry-run # what a 180-day retention would delete
+      pyrecall forget --before 180d --yes     # in a daily cron job
       pyrecall forget --all --agent-id test-bot --yes
     """
-    if (session is not None) + (memory_id is not None) + bool(everything) != 1:
-        raise click.UsageError("give one of --session SESSION, --memory ID or --all")
+    if (session is not None) + (memory_id is not None) + bool(everything) + (before is not None) != 1:
+        raise click.UsageError("give one of --session SESSION, --memory ID, --before WHEN or --all")
+    if before is None and (project is not None or include_marked or dry_run):
+        raise click.UsageError("--project, --include-marked and --dry-run go with --before")
+    if before is not None:
+        _forget_before(agent, before, project, not include_marked, dry_run, yes, as_json, dsn)
+        return
     if memory_id is not None:
         r = _client(dsn)
         try:
             n = r.forget_memory(agent, memory_id)
         finally:
             r.close()
-        click.echo(f"forgot memory {memory_id} ({n} removed, with its embedding)")
+        if as_json:
+            click.echo(json.dumps({"agent": agent, "memory_id": memory_id, "forgotten": n}))
+        else:
+            click.echo(f"forgot memory {memory_id} ({n} removed, with its embedding)")
         return
     if everything and not yes:
         if not sys.stdin.isatty():
@@ -1443,10 +1464,43 @@ def forget(session, memory_id, everything, agent, yes, dsn):
         n = r.forget(agent_id=agent, session_id=session)
     finally:
         r.close()
-    if session:
+    if as_json:
+        click.echo(json.dumps({"agent": agent, "session_id": session, "forgotten": n}))
+    elif session:
         click.echo(f"forgot session {session} ({n} removed, with its messages, chunks and embeddings)")
     else:
         click.echo(f"forgot {n} session(s) of agent {agent!r}")
+
+
+def _forget_before(agent, before, project, keep_marked, dry_run, yes, as_json, dsn) -> None:
+    """forget --before: what would go, asked about on a terminal, then gone."""
+    r = _client(dsn)
+    try:
+        going = r.forget_sessions(agent, before, project=project, keep_marked=keep_marked, dry_run=True)
+        if going and not dry_run and not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError(f"--before deletes {len(going)} session(s): add --yes to confirm "
+                                       "(or --dry-run to list them)")
+            click.confirm(f"Forget {len(going)} session(s) of agent {agent!r} last active before "
+                          f"{before:%Y-%m-%d %H:%M} ({sum(s['messages'] for s in going):,} messages)?",
+                          abort=True, err=True)
+        gone = going if dry_run or not going else r.forget_sessions(
+            agent, before, project=project, keep_marked=keep_marked)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"agent": agent, "before": before.isoformat(), "dry_run": dry_run,
+                               "sessions": gone}, indent=2, default=str))
+        return
+    verb = "would forget" if dry_run else "forgot"
+    click.echo(f"{verb} {len(gone)} session(s) of agent {agent!r} last active before {before:%Y-%m-%d %H:%M}"
+               + (f" ({sum(s['messages'] for s in gone):,} messages, {sum(s['chunks'] for s in gone):,} chunks)"
+                  if gone else "") + ("; its curated memories stay" if gone else ""))
+    for s in gone[:20]:
+        last = s["ended_at"] or s["started_at"]
+        click.echo(f"  {s['session_id'][:8]}  {last:%Y-%m-%d}  {s['title'] or '(untitled)'}")
+    if len(gone) > 20:
+        click.echo(f"  ... and {len(gone) - 20} more (--json lists them all)")
 
 
 @main.command()

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -163,6 +163,8 @@ order by coalesce(s.ended_at, s.started_at) desc, s.session_id
 SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, started_at, ended_at, "
                     "summary, summary_model, metadata from recall.sessions where agent_id = %s and session_id = %s")
 EXPAND_SQL = "select * from recall.expand(%s, %s, %s, %s)"
+FORGET_SESSIONS_SQL = ("select * from recall.forget_sessions(%(agent_id)s, %(before)s, %(project)s, "
+                       "%(keep_marked)s, %(dry_run)s)")
 MESSAGE_KINDS = ("text", "thinking", "tool_call", "tool_result")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
                      "where agent_id = %s and session_id = %s order by seq")
@@ -176,6 +178,14 @@ def _expand_args(agent_id: str, chunk_id: int, token_budget: int, kinds: Sequenc
         raise ConfigError(f"unknown message kind(s) {', '.join(map(repr, unknown))}: "
                           f"choose among {', '.join(MESSAGE_KINDS)}")
     return [_text(agent_id), chunk_id, token_budget, list(kinds)]
+
+
+def _forget_args(agent_id: str, before: datetime, project: str | None, keep_marked: bool,
+                 dry_run: bool) -> dict:
+    if not isinstance(before, datetime):
+        raise ConfigError(f"before must be a datetime, got {type(before).__name__}")
+    return {"agent_id": _text(agent_id), "before": before if before.tzinfo else before.replace(tzinfo=UTC),
+            "project": _text(project), "keep_marked": bool(keep_marked), "dry_run": bool(dry_run)}
 
 
 def _dicts(cur) -> list[dict]:
@@ -1028,6 +1038,19 @@ class Recall:
         return {r[0]: SessionInfo(*r) for r in self.conn.execute(SESSION_INFOS_SQL, [ids]).fetchall()}
 
     # -- forget
+    def forget_sessions(self, agent_id: str, before: datetime, *, project: str | None = None,
+                        keep_marked: bool = True, dry_run: bool = False) -> list[dict]:
+        """A retention policy (recall.forget_sessions): delete the agent's sessions last active
+        before ``before`` with their messages, chunks and vectors (its curated memories stay;
+        with ``project``, only that project's; ``keep_marked`` keeps a session holding a chunk
+        whose importance was set by hand); returns them (session_id, title, started_at,
+        ended_at, messages, chunks), oldest first. ``dry_run``: returns them, deletes nothing.
+
+        >>> r.forget_sessions("aria", datetime.now(UTC) - timedelta(days=180))  # doctest: +SKIP
+        """
+        return _dicts(self.conn.execute(FORGET_SESSIONS_SQL, _forget_args(agent_id, before, project,
+                                                                          keep_marked, dry_run)))
+
     def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
         """Delete a session, or everything of an agent, with its messages and chunks."""
         if session_id is not None:
@@ -1406,6 +1429,14 @@ class AsyncRecall:
         return cur.description, await cur.fetchall()
 
     # -- forget
+    async def forget_sessions(self, agent_id: str, before: datetime, *, project: str | None = None,
+                              keep_marked: bool = True, dry_run: bool = False) -> list[dict]:
+        """See :meth:`Recall.forget_sessions`."""
+        description, rows = await self._fetch(FORGET_SESSIONS_SQL, _forget_args(agent_id, before, project,
+                                                                                 keep_marked, dry_run))
+        names = [d.name for d in description]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
     async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
         """See :meth:`Recall.forget`."""
         async with self.conn.transaction():

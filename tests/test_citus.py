@@ -387,6 +387,38 @@ def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, c
         assert _chunks(coord, agent) == on_cluster
 
 
+def test_a_retention_policy_forgets_old_sessions_on_each_worker(coord, cluster):
+    """recall.forget_sessions on the coordinator: an agent on each worker loses its sessions
+    older than the cut-off, with their messages and chunks (the foreign keys cascade on the
+    shard), and keeps the newer one and its curated memory."""
+    from pyrecall._ingest import ingest
+    from pyrecall.importers import discord
+
+    _, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    for agent in [a for v in agents_on_each_worker(coord, nodes, f"ret{tag}").values() for a in v]:
+        sessions = discord.parse(CHAT).sessions
+        for s in sessions:
+            s.session_id = f"{agent}-{s.session_id}"
+        ingest(coord, sessions, agent_id=agent)
+        coord.execute("insert into recall.sessions (session_id, agent_id, started_at) values (%s, %s, now())",
+                      [f"{agent}-new", agent])
+        coord.execute("select recall.remember(%s, 'keep this')", [agent])
+        old = sorted(s.session_id for s in sessions)
+        assert old and all(s.messages for s in sessions)
+        dry = coord.execute("select session_id from recall.forget_sessions(%s, now() - interval '1 day', "
+                            "dry_run => true)", [agent]).fetchall()
+        assert sorted(r[0] for r in dry) == old
+        gone = coord.execute("select session_id, messages from recall.forget_sessions(%s, now() - interval '1 day')",
+                             [agent]).fetchall()
+        assert sorted(r[0] for r in gone) == old and all(r[1] > 0 for r in gone)
+        left = {r[0] for r in coord.execute("select session_id from recall.sessions where agent_id = %s", [agent])}
+        assert left == {f"{agent}-new", f"memories:{agent}"}
+        for table in ("messages", "chunks"):
+            assert coord.execute(f"select count(*) from recall.{table} where agent_id = %s and session_id = any (%s)",
+                                 [agent, old]).fetchone()[0] == 0
+
+
 def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, cluster, conn, tmp_path):
     """recall.export_agent and recall.import_records (pyrecall export / import) are delegated to
     the agent's worker: an agent built on one node and moved to the cluster, then exported from
