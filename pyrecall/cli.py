@@ -517,8 +517,8 @@ def migrate_status(dsn):
               "Code, Codex CLI, Gemini CLI): its cwd gives project and branch, its session_id is "
               "left out.")
 @click.option("--source-agent", default=None, metavar="NAME",
-              help="Only sessions written by this coding agent: claude-code, codex, gemini "
-                   "(as the importers record it in the session metadata).")
+              help="Only sessions written by this coding agent or chat app: claude-code, codex, "
+                   "gemini, chatgpt, claude-ai (as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
               type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary",
                                  "memory"]),
@@ -777,8 +777,9 @@ def import_(paths, agent, full, as_json, dsn):
     """Import transcripts: files, or folders searched recursively for .jsonl/.json files.
 
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
-    OpenAI chat, Discord export); the coding agent that wrote a session is kept as its
-    source_agent (`pyrecall recall --source-agent codex`). Importing again adds nothing; a bad
+    OpenAI chat, Discord export, ChatGPT and Claude.ai data exports); the agent or app that
+    wrote a session is kept as its source_agent (`pyrecall recall --source-agent codex`).
+    Importing again adds nothing; a bad
     line or file is reported with file:line and never stops the run. Every run lists the files
     it did not import: those that are no transcript, and the other files in the folders (not
     .jsonl/.json). Folders are remembered for `pyrecall sync`.
@@ -787,6 +788,7 @@ def import_(paths, agent, full, as_json, dsn):
     Example:
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall import export.json chats/ --agent-id support-bot
+      pyrecall import ~/Downloads/chatgpt-export/ --agent-id me   # the unzipped archive
     """
     _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw),
               empty_is_error=True)
@@ -1091,7 +1093,8 @@ def _kept_summaries(kept: dict) -> str:
 @click.option("--project", default=None, help="Only this project.")
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
 @click.option("--source-agent", default=None, metavar="NAME",
-              help="Only sessions written by this coding agent: claude-code, codex, gemini.")
+              help="Only sessions written by this coding agent or chat app: claude-code, codex, "
+                   "gemini, chatgpt, claude-ai.")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @json_option
 @dsn_option

@@ -12,6 +12,7 @@ import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,7 @@ from pyrecall.importers import (
     KINDS,
     ROLES,
     Problem,
+    chat_archives,
     claude_code,
     codex,
     detect_format,
@@ -38,6 +40,8 @@ from pyrecall.importers._read import clean_text, derived_session_id
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "importers"
 CLAUDE = FIX / "claude_code" / "session.jsonl"
+CHATGPT = FIX / "chatgpt" / "conversations.json"
+CLAUDE_AI = FIX / "claude_ai" / "conversations.json"
 GENERIC = FIX / "generic.jsonl"
 OPENAI = FIX / "openai_chat.json"
 DISCORD = FIX / "discord.json"
@@ -204,6 +208,39 @@ GEMINI_DOC_MESSAGES = [
      "Retrying with backoff up to 10 s makes it pass 50 times in a row."),
 ]
 
+# ChatGPT's export: the branch shown (the edited first prompt's other branch, the hidden system
+# node, the custom instructions and the "Thought for 9 seconds" recap left out), a reasoning
+# model's thoughts, a code interpreter call and its output, an image part noted
+CHATGPT_POOL = [
+    ("u1", "user", "text", "[image]\nOur API hangs under load and the logs say 'remaining connection slots are "
+     "reserved'. Pool is asyncpg, max_size=50, Postgres max_connections=100, 4 replicas."),
+    ("th1", "assistant", "thinking", "Counting connections\n4 replicas x 50 = 200 > 100 allowed."),
+    ("code1", "assistant", "tool_call", 'python(code="""\nreplicas, pool, limit = 4, 50, 100\n'
+     'print(replicas * pool, limit - 3)\n""")'),
+    ("out1", "tool", "tool_result", "200 97"),
+    ("a1", "assistant", "text", "Four replicas with max_size=50 can open 200 connections, but Postgres allows 97 "
+     "for clients (3 are reserved for superusers). Set max_size to 20 per replica, or put PgBouncer in "
+     "transaction mode in front."),
+    ("u2", "user", "text", "We went with PgBouncer. Which pool_mode?"),
+    ("a2", "assistant", "text", "pool_mode = transaction, with asyncpg's statement cache off "
+     "(statement_cache_size=0): prepared statements do not survive transaction pooling."),
+]
+CHATGPT_DINNER = [("q", "user", "text", "A vegetarian dinner for six in 30 minutes?"),
+                  ("a", "assistant", "text", "Chickpea curry with rice: 25 minutes, one pot.")]
+# Claude.ai's export: content blocks (thinking, a tool call and its result), an attachment's text
+CLAUDE_AI_MESSAGES = [
+    ("m1#0", "user", "text", "How should we rate limit /v1/search per API key?"),
+    ("m1#1", "user", "text", "[attachment: nginx.conf]\nlimit_req_zone $binary_remote_addr zone=api:10m rate=10r/s;"),
+    ("m2#0", "assistant", "thinking", "Per key, not per IP: the zone key must be the API key header."),
+    ("m2#1", "assistant", "tool_call", 'web_search(query="nginx limit_req per header")'),
+    ("m2#2", "tool", "tool_result", "limit_req_zone accepts any variable, e.g. $http_x_api_key."),
+    ("m2#3", "assistant", "text", "Key the zone on the header: limit_req_zone $http_x_api_key zone=search:10m "
+     "rate=5r/s; then limit_req zone=search burst=20 nodelay; in the /v1/search location."),
+    ("m3", "user", "text", "And requests without a key?"),
+    ("m4", "assistant", "text", "An empty key shares one bucket: map $http_x_api_key to $remote_addr when it is "
+     "empty."),
+]
+
 # path, format, problems (line, reason), sessions:
 # (session_id, agent_id, title, project, branch, started_at, ended_at, messages)
 FIXTURES = [
@@ -231,6 +268,15 @@ FIXTURES = [
     (GEMINI_DOC, "gemini_json", [(69, "messages[4]: unknown message type 'hologram'")],
      [("3b5d0f11-8e7a-4c6b-b5a4-9d8c7b6a5f40", None, "Flaky websocket reconnect test", None, None,
        "2026-02-20T09:30:00Z", "2026-02-20T09:34:10Z", GEMINI_DOC_MESSAGES)]),
+    (CHATGPT, "chatgpt", [],
+     [("6790a1b2-0000-4000-8000-000000000001", None, "Postgres connection pool exhausted", None, None,
+       "2026-01-01T10:00:00Z", "2026-01-01T10:15:00Z", CHATGPT_POOL),
+      ("6790a1b2-0000-4000-8000-000000000002", None, "Dinner ideas", None, None,
+       "2026-01-04T10:00:00Z", "2026-01-04T10:01:00Z", CHATGPT_DINNER)]),
+    (CLAUDE_AI, "claude_ai", [(2, "conversation 0c1d2e3f-0000-4000-8000-00000000000a: chat_messages[4]: "
+                                  "unknown sender 'robot'")],
+     [("0c1d2e3f-0000-4000-8000-00000000000a", None, "Rate limiting the public API", None, None,
+       "2026-02-03T08:00:00Z", "2026-02-03T08:20:00Z", CLAUDE_AI_MESSAGES)]),
     (DISCORD, "discord", [(181, "messages[5]: empty content")],
      [("discord:1150000000000000002", None, "#incidents", None, None,
        "2026-02-14T09:10:00Z", "2026-02-14T09:15:45Z", DISCORD_MESSAGES)]),
@@ -387,7 +433,7 @@ def test_example_sessions():
 
 
 @pytest.mark.parametrize("module", ["_read", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
-                                    "discord",
+                                    "discord", "chat_archives",
                                     "_detect", "__init__"])
 def test_docstring_examples(module, monkeypatch):
     monkeypatch.chdir(ROOT)  # the examples name files relative to the repository
@@ -522,6 +568,10 @@ def test_claude_code_branch_and_project(tmp_path):
     assert (s.project, s.branch) == ("/p", "feat/x")
 
 
+# the chat apps' exports, called as the modules above are (parser.parse)
+ChatGPT = SimpleNamespace(parse=chat_archives.parse_chatgpt)
+ClaudeAI = SimpleNamespace(parse=chat_archives.parse_claude_ai)
+
 JSON_DOCS = [
     # name, parser, text, contents, problems
     ("openai truncated", openai_chat,
@@ -552,6 +602,23 @@ JSON_DOCS = [
      ' "timestamp": "never"}]}',
      ["Build\npassed", "x"], [(2, "messages[0]: message without an id"), (4, "messages[2]: invalid timestamp")]),
     ("discord no channel", discord, '{"messages": []}', [], [(1, "not a Discord export: no channel")]),
+    ("chatgpt truncated", ChatGPT,
+     '[{"id": "c1", "mapping": {"r": {"parent": null, "children": ["q"], "message": {"id": "q", "author": '
+     '{"role": "user"}, "content": {"content_type": "text", "parts": ["kept"]}}}}, "current_node": "r"},\n'
+     ' {"id": "c2", "mapping": {"r": {"mess', ["kept"], [(2, "invalid JSON: Unterminated string starting at")]),
+    ("chatgpt bad conversations", ChatGPT,
+     '[{"mapping": {}},\n {"title": "no mapping"},\n {"id": "c3", "current_node": "n", "mapping": {"n": '
+     '{"parent": null, "message": {"id": "n", "author": {"role": "critic"}, "content": {"parts": ["x"]}, '
+     '"create_time": "soon"}}}}]', [],
+     [(1, "conversations[0]: no id"), (2, "conversations[1]: not a conversation of this export"),
+      (3, "conversation c3: message n: invalid create_time"), (3, "conversation c3: message n: unknown author role")]),
+    ("chatgpt not a list", ChatGPT, '{"foo": 1}', [], [(1, "not a list of conversations")]),
+    ("claude.ai bad messages", ClaudeAI,
+     '[{"uuid": "c1", "chat_messages": [5, {"sender": "human", "text": "kept", "created_at": "never"},\n'
+     '{"sender": "human", "content": [{"type": "hologram"}, {"type": "image"}], "text": "the text instead"}]},\n'
+     ' {"chat_messages": []}]', ["kept", "the text instead"],
+     [(1, "conversation c1: chat_messages[0]: not an object"), (1, "conversation c1: chat_messages[1]: invalid"),
+      (1, "conversation c1: chat_messages[2]: unknown content block 'hologram'"), (3, "conversations[1]: no uuid")]),
 ]
 
 
@@ -872,6 +939,13 @@ DETECT = [
     ("discord one line", "a.json", json.dumps(json.loads(DISCORD.read_text())).encode(), "discord"),
     ("discord truncated", "a.json", DISCORD.read_bytes()[:700], "discord"),
     ("discord with BOM", "a.json", b"\xef\xbb\xbf" + DISCORD.read_bytes(), "discord"),
+    ("chatgpt", "conversations.json", CHATGPT.read_bytes(), "chatgpt"),
+    ("chatgpt, head only", "conversations.json", CHATGPT.read_bytes()[:900], "chatgpt"),
+    ("chatgpt, one conversation", "c.json", json.dumps(json.loads(CHATGPT.read_text())[1]).encode(), "chatgpt"),
+    ("claude.ai", "conversations.json", CLAUDE_AI.read_bytes(), "claude_ai"),
+    ("claude.ai, head only", "conversations.json", CLAUDE_AI.read_bytes()[:400], "claude_ai"),
+    ("chatgpt's user.json", "user.json", b'{"id": "user-1", "email": "a@b.c", "chatgpt_plus_user": false}', None),
+    ("claude.ai's projects.json", "projects.json", b'[{"uuid": "p1", "name": "API", "docs": []}]', None),
     ("empty", "a.jsonl", b"", None),
     ("text", "a.json", b"hello world\n", None),
     ("other JSON", "a.json", b'{"foo": 1}\n{"bar": 2}\n', None),
@@ -890,7 +964,7 @@ def test_detect_format(tmp_path, name, filename, content, fmt):
 @pytest.mark.parametrize("content, message", [
     (b"", "{}: empty file"),
     (b"hello", "{}: not a recognised transcript format "
-              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord)"),
+              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai)"),
 ])
 def test_parse_any_refuses(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
@@ -902,7 +976,8 @@ def test_parse_any_refuses(tmp_path, content, message):
 
 @pytest.mark.parametrize("parser", [parse_any, detect_format, claude_code.parse, codex.parse, gemini.parse,
                                     gemini.parse_document, jsonl.parse,
-                                    openai_chat.parse, discord.parse])
+                                    openai_chat.parse, discord.parse, chat_archives.parse_chatgpt,
+                                    chat_archives.parse_claude_ai])
 def test_missing_path(tmp_path, parser):
     with pytest.raises(ImportFormatError, match=r": no such file$"):
         parser(tmp_path / "nope.jsonl")
@@ -1211,6 +1286,10 @@ def test_fuzz_mutated_files(data):
     for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
         sample = data.draw(mutated(path.read_bytes()))
         check(parse_bytes(parser, sample, "d.json"), sample, exact=False)
+        detect_format_safely(sample)
+    for parse, path in [(chat_archives.parse_chatgpt, CHATGPT), (chat_archives.parse_claude_ai, CLAUDE_AI)]:
+        sample = data.draw(mutated(path.read_bytes()))
+        check(parse_bytes(chat_archives, sample, "d.json", parser=parse), sample, exact=False)
         detect_format_safely(sample)
 
 

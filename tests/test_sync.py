@@ -342,3 +342,45 @@ def test_two_syncs_at_once_store_each_message_once(conn, db_url, tmp_path):
     assert sorted(r.inserted for r in reports) == [0, 18]
     assert all(r.count("failed") == 0 for r in reports)
     assert conn.execute("select count(*) from recall.messages").fetchone()[0] == 18
+
+
+@pytest.mark.parametrize("name, fmt", [("chatgpt", "chatgpt"), ("claude_ai", "claude_ai")])
+def test_a_chat_apps_export_is_imported_and_a_newer_one_adds_what_is_new(conn, tmp_path, name, fmt):
+    """ChatGPT's and Claude.ai's conversations.json: each conversation a session of the app
+    (source_agent), turn pairs; the next month's export (the same conversations, one answer
+    more) adds that answer only."""
+    src = HERE / "fixtures" / "importers" / name / "conversations.json"
+    export = tmp_path / "export" / "conversations.json"
+    export.parent.mkdir()
+    export.write_bytes(src.read_bytes())
+    (tmp_path / "export" / "user.json").write_text('{"id": "user-1", "email": "me@example.com"}')
+    report = _sync.index(conn, [tmp_path / "export"], agent_id="me")
+    by_file = {Path(f.path).name: f for f in report.files}
+    assert by_file["conversations.json"].format == fmt and by_file["user.json"].status == "not-transcript"
+    sessions = conn.execute("select session_id, title, metadata->>'source_agent' from recall.sessions "
+                            "where agent_id = 'me' order by started_at").fetchall()
+    assert sessions and {s[2] for s in sessions} == {fmt.replace("_", "-")}
+    chunks = conn.execute("select kind, content from recall.chunks where agent_id = 'me'").fetchall()
+    pairs = [c for k, c in chunks if k == "turn_pair"]
+    assert pairs and all(c.startswith("User: ") and "\n\nAssistant: " in c for c in pairs)
+    word = "PgBouncer" if fmt == "chatgpt" else "remote_addr"
+    found = conn.execute("select content from recall.hybrid_recall('me', %s, k => 3)", [word]).fetchall()
+    assert found and word in found[0][0]
+    stored = conn.execute("select count(*) from recall.messages where agent_id = 'me'").fetchone()[0]
+    # a newer export: one more answer in the first conversation
+    doc = json.loads(src.read_text())
+    if fmt == "chatgpt":
+        conv = doc[0]
+        conv["mapping"]["a2"]["children"] = ["u3"]
+        conv["mapping"]["u3"] = {"id": "u3", "parent": "a2", "children": [], "message": {
+            "id": "u3", "author": {"role": "user"}, "create_time": 1767262800.0,
+            "content": {"content_type": "text", "parts": ["Thanks, deployed with default_pool_size=20."]},
+            "recipient": "all"}}
+        conv["current_node"] = "u3"
+    else:
+        doc[0]["chat_messages"].append({"uuid": "m6", "sender": "human", "text": "Deployed, thanks.",
+                                        "created_at": "2026-02-03T08:30:00Z"})
+    export.write_text(json.dumps(doc))
+    again = _sync.index(conn, [tmp_path / "export"], agent_id="me")
+    assert again.inserted == 1
+    assert conn.execute("select count(*) from recall.messages where agent_id = 'me'").fetchone()[0] == stored + 1

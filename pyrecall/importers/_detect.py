@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import claude_code, codex, discord, gemini, jsonl, openai_chat
+from . import chat_archives, claude_code, codex, discord, gemini, jsonl, openai_chat
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
@@ -20,6 +20,8 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "jsonl": jsonl.parse,
     "openai_chat": openai_chat.parse,
     "discord": discord.parse,
+    "chatgpt": chat_archives.parse_chatgpt,
+    "claude_ai": chat_archives.parse_claude_ai,
 }
 FORMATS = tuple(PARSERS)
 SUFFIXES = (".jsonl", ".json")
@@ -62,6 +64,10 @@ def _of_object(obj: dict) -> str | None:
     """The format one top-level object (a whole document or one line) belongs to."""
     if isinstance(obj.get("guild"), dict) and isinstance(obj.get("channel"), dict):
         return "discord"
+    if chat_archives.is_chatgpt(obj):
+        return "chatgpt"
+    if chat_archives.is_claude_ai(obj):
+        return "claude_ai"
     if gemini.is_metadata(obj):
         return "gemini_json" if isinstance(obj.get("messages"), list) else "gemini"
     if isinstance(obj.get("messages"), list):
@@ -80,13 +86,17 @@ def _of_object(obj: dict) -> str | None:
 
 def _of_document(text: str) -> str | None:
     # Read leniently: the head of a large export is a truncated document.
-    root = JsonDoc(text, depth=2).value
+    root = JsonDoc(text, depth=3).value
     if isinstance(root, dict):
         if gemini.is_metadata(root):
             return "gemini_json"  # a document, whether or not its messages were reached
         fmt = _of_object(root)
-        return fmt if fmt in ("discord", "openai_chat") else None
+        return fmt if fmt in ("discord", "openai_chat", "chatgpt", "claude_ai") else None
     if isinstance(root, list) and root and isinstance(root[0], dict):
+        if chat_archives.is_chatgpt(root[0]):
+            return "chatgpt"        # ChatGPT's export: conversations.json
+        if chat_archives.is_claude_ai(root[0]):
+            return "claude_ai"      # Claude.ai's export: conversations.json
         if "parts" in root[0] and "content" not in root[0]:
             # Gemini API history ({role, parts}): a Gemini CLI checkpoint (/chat save), which
             # repeats the chat that Gemini CLI records anyway
