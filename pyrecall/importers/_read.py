@@ -261,6 +261,18 @@ class _Broken(Exception):
         self.pos, self.msg = pos, msg
 
 
+def read_document(path: Path, depth: int) -> tuple[JsonDoc, list[Problem], int]:
+    """A JSON document file read whole and leniently (:class:`JsonDoc`): the document, the
+    problems found (repaired bytes; where the JSON breaks, "invalid JSON: ...") and the file's
+    size in bytes."""
+    problems: list[Problem] = []
+    text, size = read_text(path, problems)
+    doc = JsonDoc(text, depth=depth)
+    if doc.error:
+        problems.append(Problem(str(path), doc.error_line, f"invalid JSON: {doc.error}"))
+    return doc, problems, size
+
+
 class JsonDoc:
     """A JSON document read leniently: when it is broken (truncated, junk inside), ``value``
     holds everything complete before the damage and ``error``/``error_line`` say where.

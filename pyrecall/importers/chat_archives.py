@@ -29,13 +29,12 @@ import os
 from typing import Any
 
 from ._read import (
-    JsonDoc,
     checked,
     clean_text,
     clean_value,
     id_or_none,
     parse_time,
-    read_text,
+    read_document,
     render_call,
     span,
     text_or_none,
@@ -78,11 +77,7 @@ def parse_claude_ai(path: str | os.PathLike, *, start_offset: int = 0) -> ParseR
 
 def _parse(path, fmt: str, fits, make) -> ParseResult:
     path = checked(path)
-    problems: list[Problem] = []
-    text, size = read_text(path, problems)
-    doc = JsonDoc(text, depth=2)
-    if doc.error:
-        problems.append(Problem(str(path), doc.error_line, f"invalid JSON: {doc.error}"))
+    doc, problems, size = read_document(path, depth=2)
     root = doc.value
     if fits(root):
         root = [root]   # one conversation alone (a file of the archive's conversations/ folder)

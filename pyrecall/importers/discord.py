@@ -13,13 +13,12 @@ import os
 from typing import Any
 
 from ._read import (
-    JsonDoc,
     checked,
     clean_text,
     clean_value,
     id_or_none,
     parse_time,
-    read_text,
+    read_document,
     span,
     text_or_none,
 )
@@ -41,11 +40,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     ('discord:1150000000000000002', 'https://discord.com/channels/1150000000000000001/1150000000000000002/1200000000000000001')
     """
     path = checked(path)
-    problems: list[Problem] = []
-    text, size = read_text(path, problems)
-    doc = JsonDoc(text, depth=2)
-    if doc.error:
-        problems.append(Problem(str(path), doc.error_line, f"invalid JSON: {doc.error}"))
+    doc, problems, size = read_document(path, depth=2)
     root = doc.value
     if not isinstance(root, dict) or not isinstance(root.get("channel"), dict):
         if root is not None:

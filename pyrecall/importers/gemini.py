@@ -35,7 +35,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ._read import (
-    JsonDoc,
     Lines,
     checked,
     clean_text,
@@ -43,7 +42,7 @@ from ._read import (
     derived_session_id,
     first_line_json,
     parse_time,
-    read_text,
+    read_document,
     render_call,
     span,
     text_or_none,
@@ -110,11 +109,7 @@ def parse_document(path: str | os.PathLike, *, start_offset: int = 0) -> ParseRe
     'Flaky websocket reconnect test'
     """
     path = checked(path)
-    problems: list[Problem] = []
-    text, size = read_text(path, problems)
-    doc = JsonDoc(text, depth=3)
-    if doc.error:
-        problems.append(Problem(str(path), doc.error_line, f"invalid JSON: {doc.error}"))
+    doc, problems, size = read_document(path, depth=3)
     root = doc.value
     if not isinstance(root, dict) or not isinstance(root.get("messages"), list):
         if root is not None:

@@ -22,7 +22,7 @@ from ._read import (
     derived_session_id,
     id_or_none,
     parse_time,
-    read_text,
+    read_document,
     render_call,
     span,
     text_or_none,
@@ -47,11 +47,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     'Nightly backup job fails on S3 upload'
     """
     path = checked(path)
-    problems: list[Problem] = []
-    text, size = read_text(path, problems)
-    doc = JsonDoc(text, depth=3)
-    if doc.error:
-        problems.append(Problem(str(path), doc.error_line, f"invalid JSON: {doc.error}"))
+    doc, problems, size = read_document(path, depth=3)
     root = doc.value
     if isinstance(root, list) and root and isinstance(root[0], dict) and "messages" in root[0]:
         convs = root
