@@ -673,7 +673,7 @@ ERRORS = [  # args, exit status, message
     (["summarize", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
     (["sessions", "--since", "soon"], 2, "'soon': expected a duration"),
     (["show", "nope"], 1, "no session 'nope' for agent 'claude-code'"),
-    (["forget"], 2, "give one of --session SESSION, --memory ID or --all"),
+    (["forget"], 2, "give one of --session SESSION, --memory ID, --before WHEN or --all"),
     (["forget", "--all"], 2, "--all deletes everything of the agent: add --yes to confirm"),
     (["forget", "--session", "nope"], 1, "no session 'nope' for agent 'claude-code'"),
     (["migrate", "--dim", "0"], 1, "embedding dimension must be between 1 and 16000, got 0"),

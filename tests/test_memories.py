@@ -372,7 +372,7 @@ def test_cli_remember_list_pin_forget(db_url, local_embedder, monkeypatch):
     out = run("remember", "  ", "--agent", "aria", "--no-embed")
     assert out.exit_code == 1 and out.output == "Error: empty content: a memory needs text\n"
     out = run("forget", "--memory", 1, "--session", "s")
-    assert out.exit_code == 2 and "give one of --session SESSION, --memory ID or --all" in out.output
+    assert out.exit_code == 2 and "give one of --session SESSION, --memory ID, --before WHEN or --all" in out.output
     out = run("recall", "x", "--all-projects")
     assert out.exit_code == 2 and "--all-projects goes with --auto" in out.output
 
