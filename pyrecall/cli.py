@@ -200,6 +200,10 @@ class Since(click.ParamType):
 
 
 SINCE = Since()
+# a UserPromptSubmit hook (`recall --hook` without --auto) keeps only memories at least this like
+# the prompt by meaning (all-MiniLM-L6-v2's cosine: on the demo's sessions its related questions
+# reach 0.40-0.61, unrelated ones 0.09-0.30; bench/LOG.md, 2026-11-29); --min-similarity sets another
+PROMPT_MIN_SIMILARITY = 0.35
 
 
 class MetadataFilter(click.ParamType):
@@ -501,8 +505,8 @@ def migrate_status(dsn):
               help="Weights of similarity, keywords, recency, importance "
                    "[default: 0.5,0.5,0.025,0.05].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "context", "markdown", "hook"]),
-              default=None, help="Output format [default: table; context with --auto]. hook: the "
-              "context as the JSON a SessionStart hook answers with (Codex CLI, Gemini CLI).")
+              default=None, help="Output format [default: table; context with --auto or --hook]. "
+              "hook: the context as the JSON a hook answers with (Codex CLI, Gemini CLI).")
 @click.option("--by-session", is_flag=True,
               help="Session-aware: the best sessions first, then their best chunks.")
 @click.option("--n-sessions", type=click.IntRange(1, 100), default=None, metavar="N",
@@ -513,9 +517,11 @@ def migrate_status(dsn):
               help="With --auto: what the new session is about [default: QUERY].")
 @click.option("--exclude-session-id", "exclude_session", default=None, metavar="SESSION",
               help="Leave out this session (the current one).")
-@click.option("--hook", is_flag=True, help="Read a SessionStart hook's JSON from stdin (Claude "
-              "Code, Codex CLI, Gemini CLI): its cwd gives project and branch, its session_id is "
-              "left out.")
+@click.option("--hook", is_flag=True, help="Read a hook's JSON from stdin (Claude Code, Codex CLI, "
+              "Gemini CLI): its cwd gives project and branch, its session_id is left out; with "
+              "--auto a SessionStart hook, else a UserPromptSubmit hook whose prompt is the query "
+              "(memory for each prompt: nothing for a prompt of under three words or a /command, "
+              f"and only what is at least --min-similarity {PROMPT_MIN_SIMILARITY} like it).")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
                    "gemini, chatgpt, claude-ai (as the importers record it in the session metadata).")
@@ -555,13 +561,28 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
       pyrecall recall "export timeout" --source-agent codex   # only Codex CLI sessions
       pyrecall recall --auto --token-budget 4000 --format context     # in a SessionStart hook
       pyrecall recall --auto --hook --format hook     # Codex / Gemini CLI SessionStart hook
+      pyrecall recall --hook --token-budget 1500      # a UserPromptSubmit hook: memory per prompt
       pyrecall recall --auto --task-text "deploy the API to staging"
       pyrecall recall "deploy tool" --as-of 2026-03-01     # what was true then
     """
     if all_projects and not auto:
         raise click.UsageError("--all-projects goes with --auto")
+    event_name = "SessionStart"
     if hook:
-        project, branch, exclude_session = _hook_scope(project, branch, exclude_session)
+        asked_branch = branch
+        project, branch, exclude_session, event = _hook_scope(project, branch, exclude_session)
+        if not auto:
+            branch = asked_branch      # a prompt's memory: the project's, whatever the branch
+            # a UserPromptSubmit hook: the prompt is the query; a short one ("yes", "go on") or a
+            # slash command asks for nothing, and only memories like the prompt are worth its tokens
+            event_name = event.get("hook_event_name") or "UserPromptSubmit"
+            prompt = event.get("prompt") if isinstance(event.get("prompt"), str) else ""
+            query = query or prompt
+            fmt = fmt or "context"
+            if len(query.split()) < 3 or query.lstrip().startswith("/"):
+                return
+            min_similarity = PROMPT_MIN_SIMILARITY if min_similarity is None else min_similarity
+            budget = 1500 if budget is None else budget
     if auto:
         if (by_session or kinds or since or until or filters or source_agent
                 or min_similarity is not None or weights or turns_per_session):
@@ -621,6 +642,10 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
         r.close()
     from . import _render
 
+    heading = ("## Relevant memory (from earlier sessions; `expand` an item's #id for more)"
+               if hook and not auto else "## Relevant memory")
+    if hook and not auto and not result.memories:
+        return          # nothing like this prompt: the hook adds nothing to it
     if unknown_agent and not hook and fmt != "json":
         why = (f"agent {agent!r} has no memory here: `pyrecall import` first, or check --agent-id "
                "(default $PYRECALL_AGENT, else claude-code) and the database (--dsn, $PYRECALL_DATA_DIR)")
@@ -641,12 +666,13 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
                                           **({"filter": filter_} if filters else {})}))
     elif fmt == "context":
         click.echo(_render.to_context(result, infos=infos, auto=auto, by_session=by_session,
-                                      scope=scope), nl=False)
+                                      scope=scope, heading=heading), nl=False)
     elif fmt == "hook":
-        # Codex CLI and Gemini CLI add a SessionStart hook's additionalContext to the session
-        # (Claude Code reads this JSON too); nothing else may go to stdout
-        text = _render.to_context(result, infos=infos, auto=auto, by_session=by_session, scope=scope)
-        click.echo(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+        # Codex CLI and Gemini CLI add a hook's additionalContext to the session (Claude Code
+        # reads this JSON too); nothing else may go to stdout
+        text = _render.to_context(result, infos=infos, auto=auto, by_session=by_session, scope=scope,
+                                  heading=heading)
+        click.echo(json.dumps({"hookSpecificOutput": {"hookEventName": event_name,
                                                       "additionalContext": text}}, ensure_ascii=False))
     elif fmt == "markdown":
         click.echo(_render.to_markdown(result, infos=infos, mode=mode), nl=False)
@@ -658,19 +684,19 @@ def recall(query, agent, project, branch, k, budget, since, until, filters, min_
 
 
 def _hook_scope(project, branch, exclude_session):
-    """project, branch and the session to leave out, from a SessionStart hook's JSON (Claude
-    Code, Codex CLI and Gemini CLI all give cwd and session_id)."""
+    """project, branch and the session to leave out, from a hook's JSON (Claude Code, Codex CLI
+    and Gemini CLI all give cwd and session_id), and the whole event (a prompt hook's prompt)."""
     raw = sys.stdin.read()
     try:
         event = json.loads(raw) if raw.strip() else {}
     except ValueError:
-        raise click.UsageError("--hook: stdin is not the JSON a SessionStart hook receives") from None
+        raise click.UsageError("--hook: stdin is not the JSON a hook receives") from None
     if not isinstance(event, dict):
-        raise click.UsageError("--hook: stdin is not the JSON a SessionStart hook receives")
+        raise click.UsageError("--hook: stdin is not the JSON a hook receives")
     if project is None:
         project, detected = git_scope(event.get("cwd") or None)
         branch = branch if branch is not None else detected
-    return project, branch, exclude_session or event.get("session_id")
+    return project, branch, exclude_session or event.get("session_id"), event
 
 
 # ---------------------------------------------------------------- index / sync

@@ -188,3 +188,49 @@ def test_cli_hook_reads_claude_code_event(conn, db_url, tmp_path):
     assert result.exit_code == 0, result.output
     assert "We chose SQLite for the cache." in result.output
     assert "switching to Redis" not in result.output
+
+
+def test_a_prompt_hook_recalls_what_is_like_the_prompt_and_nothing_else(conn, db_url, tmp_path):
+    """`pyrecall recall --hook` without --auto, as a UserPromptSubmit hook: the prompt is the
+    query (the real local model), in the repository's project, the current session left out;
+    an unrelated prompt, a short one and a /command add nothing."""
+    import subprocess
+
+    from pyrecall._embed import get_embedder
+    from pyrecall._worker import Worker
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "trunk", str(repo)], check=True)
+    lines = []
+    for n, (sid, role, text) in enumerate([
+            ("old", "user", "Which cache should the session store use?"),
+            ("old", "assistant", "We chose SQLite for the session cache: one file, no server to run."),
+            ("other", "user", "Rename the CSV export columns to snake_case."),
+            ("other", "assistant", "Done: the export writes order_id, created_at and total_cents."),
+            ("current", "user", "Now we are switching the session cache to Redis.")], start=1):
+        lines.append({"type": role, "sessionId": sid, "uuid": f"u{n}", "cwd": str(repo), "gitBranch": "trunk",
+                      "timestamp": f"2026-04-0{n}T10:00:00Z", "message": {"role": role, "content": text}})
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    _sync.index(conn, [tmp_path / "t.jsonl"], agent_id="claude-code")
+    Worker(conn, get_embedder("local/all-MiniLM-L6-v2"), agent="claude-code").run()
+
+    def hook(prompt, *args):
+        event = {"session_id": "current", "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+                 "prompt": prompt}
+        result = CliRunner().invoke(main, ["recall", "--hook", *args], input=json.dumps(event),
+                                    env={"PYRECALL_DSN": db_url})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    out = hook("which database did we pick for the session cache?")
+    assert out.startswith("## Relevant memory (from earlier sessions")
+    assert "We chose SQLite for the session cache" in out and "switching the session cache to Redis" not in out
+    assert "snake_case" not in out                          # not like the prompt: left out
+    as_json = json.loads(hook("which database did we pick for the session cache?", "--format", "hook"))
+    assert as_json["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert "SQLite" in as_json["hookSpecificOutput"]["additionalContext"]
+    for prompt in ("write a haiku about autumn leaves please", "ok go on", "/compact the conversation now"):
+        assert hook(prompt) == "", prompt
+    # a lower bar lets the unrelated one through: the bar is what kept it out
+    assert "snake_case" in hook("which database did we pick for the session cache?", "--min-similarity", "0")

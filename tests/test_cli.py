@@ -662,7 +662,7 @@ ERRORS = [  # args, exit status, message
     (["recall", "x", "-k", "0"], 2, "0 is not in the range 1<=x<=1000"),
     (["recall", "x", "--format", "yaml"], 2, "'yaml' is not one of"),
     (["recall", "x", "--dsn", BAD_DSN], 1, "cannot connect to PostgreSQL"),
-    (["recall", "--auto", "--hook"], 2, "--hook: stdin is not the JSON a SessionStart hook receives"),
+    (["recall", "--auto", "--hook"], 2, "--hook: stdin is not the JSON a hook receives"),
     (["index"], 2, "Missing argument 'PATHS...'"),
     (["index", "/no/such/folder"], 1, "/no/such/folder: no such file or folder"),
     (["sync", "--agent", "nobody"], 1, "nothing to sync for agent 'nobody'"),
