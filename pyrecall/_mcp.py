@@ -614,7 +614,8 @@ def build_server(backend: Backend) -> RecallServer:
         pin: Annotated[bool, Field(description="Always put it first in context.")] = False,
     ) -> Annotated[CallToolResult, RememberOut]:
         """Store a memory for later sessions; findable by meaning and keywords at once. To
-        correct one, pass the id of the memory it replaces as supersedes."""
+        correct one, pass the id of the memory it replaces as supersedes. The same memory said
+        again (same kind and project, same text) is kept once: its id comes back."""
         if not content.strip():
             raise ToolError("content is empty: say what to remember")
         with backend.client() as r:

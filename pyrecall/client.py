@@ -837,7 +837,9 @@ class Recall:
                  embed: bool = True) -> int:
         """Store a curated memory (recall.remember) and return its id. ``supersedes``: the id
         of the memory it replaces (kept, valid until now). Findable by keywords at once and,
-        with ``embed`` (the configured model, now; else the worker, later), by meaning.
+        with ``embed`` (the configured model, now; else the worker, later), by meaning. The same
+        memory held already (same kind, project and text, still true) is not stored twice: its
+        id is returned.
 
         >>> mid = r.remember("aria", "Deploys go through ArgoCD, not kubectl", kind="fact")
         >>> r.remember("aria", "Deploys go through Flux", kind="fact", supersedes=mid)

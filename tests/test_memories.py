@@ -56,6 +56,34 @@ def test_remember_is_found_by_keywords_at_once(conn):
                         ).fetchone() == ("Memories", "aria")
 
 
+def test_the_same_memory_is_kept_once(conn):
+    """Remembering what the agent holds already (same kind and project, the same text but for
+    case and spacing, still true) returns its id and stores nothing; pinned when asked, given a
+    vector when it has none. Another kind, project or agent, or a superseded memory, is another."""
+    first = remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="acme")
+    count = lambda: conn.execute("select count(*) from recall.chunks where kind = 'memory'").fetchone()[0]  # noqa: E731
+    assert remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="acme") == first
+    assert remember(conn, "aria", "  deploys go OUT\non   Tuesdays. ", kind="decision", project="acme") == first
+    assert count() == 1 and chunk(conn, first)["pinned"] is False
+    assert remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="acme", pinned=True) == first
+    assert chunk(conn, first)["pinned"] is True and count() == 1
+    vector = FakeEmbedder().vector("Deploys go out on Tuesdays.")
+    assert remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="acme",
+                    embedding=vector, embedding_model="fake/hash") == first
+    assert chunk(conn, first)["embedding_model"] == "fake/hash"
+    others = [remember(conn, "aria", "Deploys go out on Tuesdays.", kind="fact", project="acme"),
+              remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="web"),
+              remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision"),
+              remember(conn, "aria", "Deploys go out on Thursdays.", kind="decision", project="acme"),
+              remember(conn, "bob", "Deploys go out on Tuesdays.", kind="decision", project="acme")]
+    assert len({first, *others}) == 6 and count() == 6
+    # corrected, then said again: the old one is no longer true, so this is a new memory
+    newer = remember(conn, "aria", "Deploys go out on Wednesdays.", kind="decision", project="acme",
+                     supersedes=first)
+    again = remember(conn, "aria", "Deploys go out on Tuesdays.", kind="decision", project="acme")
+    assert again not in (first, newer) and count() == 8
+
+
 def test_remember_with_an_embedding_is_embedded_at_once(conn):
     fake = FakeEmbedder()
     vec = fake.vector("tabs")

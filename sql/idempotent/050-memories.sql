@@ -136,6 +136,36 @@ begin
   -- the session row's lock serialises concurrent remembers of one agent
   perform from recall.sessions s where s.agent_id = remember.agent_id and s.session_id = sid
   for no key update;
+
+  -- the same memory held already (the same kind and project, the same text but for case and
+  -- spacing, still true): its id, nothing stored twice (an agent told the same thing in every
+  -- session keeps one memory of it); asked pinned, it is pinned, and given a vector while it has
+  -- none, it takes it. A correction (supersedes) is always a new memory.
+  if remember.supersedes is null then
+    select c.chunk_id into new_id
+    from recall.chunks c
+    where c.agent_id = remember.agent_id and c.session_id = sid and c.kind = 'memory'
+      and c.memory_kind = remember.kind
+      and (c.valid_until is null or c.valid_until > now())
+      and coalesce(c.metadata->>'project', '') = coalesce(nullif(remember.project, ''), '')
+      and lower(btrim(regexp_replace(c.content, '\s+', ' ', 'g')))
+          = lower(btrim(regexp_replace(remember.content, '\s+', ' ', 'g')))
+    order by c.chunk_id
+    limit 1;
+    if new_id is not null then
+      update recall.chunks c
+         set pinned = true
+       where c.agent_id = remember.agent_id and c.chunk_id = new_id and remember.pinned and not c.pinned;
+      if remember.embedding is not null then
+        update recall.chunks c
+           set embedding = remember.embedding, embedding_model = remember.embedding_model,
+               embedded_at = now(), embed_attempts = 0, embed_error = null, embed_after = null
+         where c.agent_id = remember.agent_id and c.chunk_id = new_id and c.embedding is null;
+      end if;
+      return new_id;
+    end if;
+  end if;
+
   select coalesce(max(c.first_seq), 0) + 1 into seq
   from recall.chunks c where c.agent_id = remember.agent_id and c.session_id = sid and c.kind = 'memory';
 
@@ -177,6 +207,9 @@ memory superseded); pinned: always in auto_context's Pinned section (v4).
 The memory is a chunk of kind 'memory' in the session 'memories:<agent_id>' (created when
 missing): findable by keywords at once; by meaning once embedded, by the embedding worker, or
 at once when `embedding` is given (embedding_model records its model).
+The same memory held already (same kind and project, the same text but for case and spacing,
+still true) is not stored twice: its id is returned (pinned when pinned is asked, given the
+embedding when it has none); with supersedes a new memory is always stored.
 supersedes: the id of a current memory of the agent that this one replaces: that memory's
 valid_until becomes now() (it stays stored) and this one's valid_from is now(); the new one is
 pinned when either is, and keeps the old one's project when none is given. Recall (v4) returns
