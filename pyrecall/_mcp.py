@@ -505,6 +505,9 @@ def build_server(backend: Backend) -> RecallServer:
         token_budget: Annotated[int | None, Field(ge=0, description="Stop when the memories "
                                                   "would exceed this many tokens.")] = None,
         project: Annotated[str | None, Field(description="Only this project (as recorded).")] = None,
+        source_agent: Annotated[str | None, Field(description="Only sessions written by this coding "
+                                                  "agent or chat app: claude-code, codex, gemini, "
+                                                  "chatgpt, claude-ai.")] = None,
         since: Annotated[str | None, Field(description="Only since then: 7d, 12h, 2w, or a "
                                            "date like 2026-01-01.")] = None,
         by_session: Annotated[bool, Field(description="The best sessions first, then their "
@@ -520,7 +523,7 @@ def build_server(backend: Backend) -> RecallServer:
             raise ToolError("query is empty: say what to look for")
         when = _since(since)
         options = {"as_of": then} if (then := _as_of(as_of)) is not None else {}
-        filter_ = {"project": project} if project else None
+        filter_ = {k: v for k, v in (("project", project), ("source_agent", source_agent)) if v} or None
         with backend.client() as r:
             if by_session:
                 result = r.session_recall(agent, query, k=k, token_budget=token_budget,
@@ -556,10 +559,13 @@ def build_server(backend: Backend) -> RecallServer:
     def sessions(
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 20,
         project: Annotated[str | None, Field(description="Only this project.")] = None,
+        source_agent: Annotated[str | None, Field(description="Only those written by this coding "
+                                                  "agent or chat app: claude-code, codex, gemini, "
+                                                  "chatgpt, claude-ai.")] = None,
     ) -> Annotated[CallToolResult, SessionsOut]:
         """This agent's recent sessions, newest first, with their titles."""
         with backend.client() as r:
-            rows = r.sessions(agent, project=project, limit=limit)
+            rows = r.sessions(agent, project=project, limit=limit, source_agent=source_agent)
         out = SessionsOut(sessions=[
             SessionOut(session_id=s["session_id"], title=s["title"], project=s["project"],
                        branch=s["branch"], started_at=_iso(s["started_at"]),

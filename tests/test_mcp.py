@@ -334,6 +334,28 @@ def test_pinned_memories_open_the_context(memories):
     assert markdown.index("Pinned") < markdown.index("nice -n 10") < markdown.index("docker compose")
 
 
+def test_recall_and_sessions_keep_to_one_source_agent(memories):
+    """A memory holding several agents' or apps' sessions (Codex beside Claude Code, a ChatGPT
+    export): recall and sessions keep to the one named."""
+    with Recall(memories) as r:
+        r.add_session("a-codex", "A", title="Codex: deploy script", project="api",
+                      metadata={"source_agent": "codex"})
+        r.add_messages("a-codex", [
+            {"role": "user", "content": "Write the staging deploy script."},
+            {"role": "assistant", "content": "deploy.sh runs docker compose pull and up -d on staging-1."}])
+        r.embed_pending()
+
+    async def scenario(c):
+        return (await c.call_tool("recall", {"query": "deploy to staging", "source_agent": "codex"}),
+                await c.call_tool("recall", {"query": "deploy to staging"}),
+                await c.call_tool("sessions", {"source_agent": "codex"}))
+
+    only, every, listed = drive(memories, "A", scenario)
+    assert {m["session_id"] for m in only.structured_content["memories"]} == {"a-codex"}
+    assert {m["session_id"] for m in every.structured_content["memories"]} >= {"a-codex", "a-deploy"}
+    assert [s["session_id"] for s in listed.structured_content["sessions"]] == ["a-codex"]
+
+
 def test_memories_lists_and_pin_pins_and_unpins(memories):
     """`memories`: the agent's curated memories, newest first, with ids; `pin` moves one into
     every context and out again."""
