@@ -5,6 +5,18 @@
 -- and its neighbours in the session, nearest first, until the budget is spent. Re-applied at
 -- every migrate.
 
+-- _turn_cost: a message's tokens as a turn of a context costs them ("Speaker: text" and the
+-- blank line after it): the model's count where the embedding job made it, else estimated at four
+-- characters a token (the budget fill's estimate)
+create or replace function recall._turn_cost(n_tokens int, role text, metadata jsonb, content text)
+returns int
+language sql immutable parallel safe
+set search_path to pg_catalog, public, pg_temp
+as $$
+  select coalesce(n_tokens, greatest(1, ceil(char_length(recall._speaker(role, metadata) || ': '
+                                                         || content || E'\n\n') / 4.0))::int)
+$$;
+
 -- expand: see the COMMENT below
 create or replace function recall.expand(
   agent_id     text,
@@ -25,8 +37,8 @@ declare
   used int := 0;
   took_ids bigint[] := '{}';      -- the messages taken, and their tokens
   took_tok int[] := '{}';
-  own_ids bigint[] := '{}';
-  own_open boolean := true;       -- the chunk's messages are taken up to the first that does not fit
+  before_cur refcursor;          -- the messages before the chunk, nearest first, and after it
+  after_cur refcursor;
   before_open boolean := true;    -- a side is closed at its first message that does not fit
   after_open boolean := true;
   m record;
@@ -65,61 +77,71 @@ begin
   from recall.messages x
   where x.agent_id = expand.agent_id and x.message_id = any (c.message_ids);
 
-  -- the messages in turn: the chunk's own, in order (all of them, whatever kinds says), then the
-  -- session's others of those kinds, inside its span first, then outward one side after the
-  -- other, nearest first; each costs its tokens as a turn of a context ("Speaker: text"), the
-  -- model's count where the embedding job made it, else estimated (four characters a token)
+  -- the messages in turn, each costing its tokens as a turn of a context ("Speaker: text": the
+  -- model's count where the embedding job made it, else estimated, four characters a token):
+  -- the chunk's own, in order, up to the first that does not fit (all of them, whatever kinds
+  -- says) ...
   for m in
-    with
-    session_msgs as (
-      select x.message_id, x.seq, x.content, x.message_id = any (c.message_ids) as own,
-             coalesce(x.n_tokens,
-                      greatest(1, ceil(char_length(coalesce(nullif(btrim(x.metadata->>'speaker'), ''),
-                                                            nullif(btrim(x.metadata->>'author'), ''),
-                                                            initcap(x.role))
-                                                   || ': ' || x.content || E'\n\n') / 4.0))::int) as tok
+    select x.message_id, recall._turn_cost(x.n_tokens, x.role, x.metadata, x.content) as tok
+    from recall.messages x
+    where x.agent_id = expand.agent_id and x.message_id = any (c.message_ids)
+    order by x.seq
+  loop
+    exit when used + m.tok > token_budget;
+    took_ids := took_ids || m.message_id; took_tok := took_tok || m.tok; used := used + m.tok;
+  end loop;
+  -- (not all of the chunk's messages fit: those that do, nothing around them; not one: below)
+  if cardinality(took_ids) > 0 and cardinality(took_ids) = cardinality(c.message_ids) then
+    -- ... the session's others of those kinds between its first and last message, each that fits ...
+    for m in
+      select x.message_id, recall._turn_cost(x.n_tokens, x.role, x.metadata, x.content) as tok
       from recall.messages x
       where x.agent_id = expand.agent_id and x.session_id = c.session_id
-        and (x.message_id = any (c.message_ids) or x.kind = any (kinds))
-    ),
-    -- 0: the chunk's own; 1: between them; 2: before the chunk; 3: after it. Outside, by nearness
-    sided as (
-      select s.*,
-             case when s.own then 0 when s.seq between lo and hi then 1 when s.seq < lo then 2 else 3 end as side,
-             row_number() over (partition by s.seq < lo, s.seq > hi order by abs(s.seq - (lo + hi) / 2.0)) as near
-      from session_msgs s
-    )
-    -- in turn: the chunk's, those between, then one before and one after, nearest first
-    select s.*, case when s.side <= 1 then s.seq when s.side = 2 then 2 * s.near else 2 * s.near + 1 end as step
-    from sided s
-    order by least(s.side, 2), step
-  loop
-    if m.side = 0 then
-      own_ids := own_ids || m.message_id;
-      if own_open and used + m.tok <= token_budget then
-        took_ids := took_ids || m.message_id; took_tok := took_tok || m.tok; used := used + m.tok;
-      else
-        own_open := false;
-      end if;
-      continue;
-    end if;
-    -- not one of the chunk's messages fits: its first, trimmed
-    if cardinality(took_ids) = 0 then
-      exit;
-    end if;
-    -- the chunk only partly shown: nothing around it
-    exit when cardinality(took_ids) < cardinality(own_ids);
-    if m.side = 1 or (m.side = 2 and before_open) or (m.side = 3 and after_open) then
+        and x.seq > lo and x.seq < hi and x.kind = any (kinds)
+        and not (x.message_id = any (c.message_ids))
+      order by x.seq
+    loop
       if used + m.tok <= token_budget then
         took_ids := took_ids || m.message_id; took_tok := took_tok || m.tok; used := used + m.tok;
-      elsif m.side = 2 then
-        before_open := false;
-      elsif m.side = 3 then
-        after_open := false;
       end if;
-    end if;
-    exit when not before_open and not after_open;
-  end loop;
+    end loop;
+    -- ... then outward, the nearest before and the nearest after in turn, each side up to its
+    -- first message that does not fit: each side read by the session's seq index, nearest
+    -- first, one message at a time (as many as are taken, and one more)
+    open before_cur for
+      select x.message_id, recall._turn_cost(x.n_tokens, x.role, x.metadata, x.content) as tok
+      from recall.messages x
+      where x.agent_id = expand.agent_id and x.session_id = c.session_id
+        and x.seq < lo and x.kind = any (kinds)
+      order by x.seq desc;
+    open after_cur for
+      select x.message_id, recall._turn_cost(x.n_tokens, x.role, x.metadata, x.content) as tok
+      from recall.messages x
+      where x.agent_id = expand.agent_id and x.session_id = c.session_id
+        and x.seq > hi and x.kind = any (kinds)
+      order by x.seq;
+    loop
+      if before_open then
+        fetch before_cur into m;
+        if found and used + m.tok <= token_budget then
+          took_ids := took_ids || m.message_id; took_tok := took_tok || m.tok; used := used + m.tok;
+        else
+          before_open := false;
+        end if;
+      end if;
+      if after_open then
+        fetch after_cur into m;
+        if found and used + m.tok <= token_budget then
+          took_ids := took_ids || m.message_id; took_tok := took_tok || m.tok; used := used + m.tok;
+        else
+          after_open := false;
+        end if;
+      end if;
+      exit when not before_open and not after_open;
+    end loop;
+    close before_cur;
+    close after_cur;
+  end if;
 
   if cardinality(took_ids) = 0 then
     select x.message_id, x.content,
