@@ -613,6 +613,12 @@ JSON_DOCS = [
      [(1, "conversations[0]: no id"), (2, "conversations[1]: not a conversation of this export"),
       (3, "conversation c3: message n: invalid create_time"), (3, "conversation c3: message n: unknown author role")]),
     ("chatgpt not a list", ChatGPT, '{"foo": 1}', [], [(1, "not a list of conversations")]),
+    ("chatgpt voice", ChatGPT,
+     '[{"id": "v1", "current_node": "q", "mapping": {"q": {"parent": null, "message": {"id": "q", "author": '
+     '{"role": "user"}, "content": {"content_type": "multimodal_text", "parts": [{"content_type": '
+     '"audio_transcription", "text": "how long do I boil an egg?"}, {"content_type": '
+     '"real_time_user_audio_video_asset_pointer", "audio_asset_pointer": {}}]}}}}}]',
+     ["how long do I boil an egg?\n[audio]"], []),
     ("claude.ai bad messages", ClaudeAI,
      '[{"uuid": "c1", "chat_messages": [5, {"sender": "human", "text": "kept", "created_at": "never"},\n'
      '{"sender": "human", "content": [{"type": "hologram"}, {"type": "image"}], "text": "the text instead"}]},\n'

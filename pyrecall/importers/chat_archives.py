@@ -194,16 +194,19 @@ def _chatgpt_messages(m: dict, sid: str, path: str, line: int | None,
 
 
 def _code_or_parts(content: dict) -> str:
-    """A message's text: its parts (an image or a file noted as such), or its code / output."""
+    """A message's text: its parts (a voice message's transcription as text; an image, audio or
+    a file noted as such), or its code / output."""
     parts = content.get("parts")
     if isinstance(parts, list):
         out = []
         for p in parts:
             if isinstance(p, str):
                 out.append(p)
+            elif isinstance(p, dict) and isinstance(p.get("text"), str):
+                out.append(p["text"])           # audio_transcription: what was said
             elif isinstance(p, dict):
-                ptype = p.get("content_type") or p.get("type") or "attachment"
-                out.append(f"[{'image' if 'image' in str(ptype) else ptype}]")
+                ptype = str(p.get("content_type") or p.get("type") or "attachment")
+                out.append("[image]" if "image" in ptype else "[audio]" if "audio" in ptype else f"[{ptype}]")
         return "\n".join(x for x in out if x)
     for key in ("text", "result"):
         if isinstance(content.get(key), str):
