@@ -1443,13 +1443,15 @@ def export(agent, output, vectors, dsn):
               help="With --before: also sessions holding a chunk whose importance was set by hand "
                    "(`pyrecall mark`; kept by default).")
 @click.option("--dry-run", is_flag=True, help="With --before: list what would go, delete nothing.")
+@click.option("--all-agents", is_flag=True,
+              help="With --before: every agent the role may see (a DBA's retention job), not only --agent-id.")
 @agent_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all, --before).")
 @json_option
 @dsn_option
 @handle_errors
-def forget(session, memory_id, everything, before, project, include_marked, dry_run, agent, yes,
-           as_json, dsn):
+def forget(session, memory_id, everything, before, project, include_marked, dry_run, all_agents, agent,
+           yes, as_json, dsn):
     """Delete a session, a curated memory, the sessions older than a cut-off, or all memory of
     an agent, with their chunks and embeddings.
 
@@ -1464,14 +1466,16 @@ def forget(session, memory_id, everything, before, project, include_marked, dry_
       pyrecall forget --memory 4711
       pyrecall forget --before 180d --dry-run # what a 180-day retention would delete
       pyrecall forget --before 180d --yes     # in a daily cron job
+      pyrecall forget --before 1y --all-agents --yes    # every agent's (a DBA's job)
       pyrecall forget --all --agent-id test-bot --yes
     """
     if (session is not None) + (memory_id is not None) + bool(everything) + (before is not None) != 1:
         raise click.UsageError("give one of --session SESSION, --memory ID, --before WHEN or --all")
-    if before is None and (project is not None or include_marked or dry_run):
-        raise click.UsageError("--project, --include-marked and --dry-run go with --before")
+    if before is None and (project is not None or include_marked or dry_run or all_agents):
+        raise click.UsageError("--project, --include-marked, --dry-run and --all-agents go with --before")
     if before is not None:
-        _forget_before(agent, before, project, not include_marked, dry_run, yes, as_json, dsn)
+        _forget_before(None if all_agents else [agent], before, project, not include_marked, dry_run, yes,
+                       as_json, dsn)
         return
     if memory_id is not None:
         r = _client(dsn)
@@ -1503,35 +1507,49 @@ def forget(session, memory_id, everything, before, project, include_marked, dry_
         click.echo(f"forgot {n} session(s) of agent {agent!r}")
 
 
-def _forget_before(agent, before, project, keep_marked, dry_run, yes, as_json, dsn) -> None:
-    """forget --before: what would go, asked about on a terminal, then gone."""
+def _forget_before(agents, before, project, keep_marked, dry_run, yes, as_json, dsn) -> None:
+    """forget --before, for the agents named (None: every agent the role sees): what would go,
+    asked about on a terminal, then gone."""
     r = _client(dsn)
     try:
-        going = r.forget_sessions(agent, before, project=project, keep_marked=keep_marked, dry_run=True)
-        if going and not dry_run and not yes:
+        if agents is None:
+            agents = [a for (a,) in r.conn.execute("select distinct agent_id from recall.sessions order by 1")]
+        going = {a: r.forget_sessions(a, before, project=project, keep_marked=keep_marked, dry_run=True)
+                 for a in agents}
+        n = sum(len(g) for g in going.values())
+        whose = f"agent {agents[0]!r}" if len(agents) == 1 else f"{sum(bool(g) for g in going.values())} agent(s)"
+        if n and not dry_run and not yes:
             if not sys.stdin.isatty():
-                raise click.UsageError(f"--before deletes {len(going)} session(s): add --yes to confirm "
+                raise click.UsageError(f"--before deletes {n} session(s): add --yes to confirm "
                                        "(or --dry-run to list them)")
-            click.confirm(f"Forget {len(going)} session(s) of agent {agent!r} last active before "
-                          f"{before:%Y-%m-%d %H:%M} ({sum(s['messages'] for s in going):,} messages)?",
+            click.confirm(f"Forget {n} session(s) of {whose} last active before {before:%Y-%m-%d %H:%M} "
+                          f"({sum(s['messages'] for g in going.values() for s in g):,} messages)?",
                           abort=True, err=True)
-        gone = going if dry_run or not going else r.forget_sessions(
-            agent, before, project=project, keep_marked=keep_marked)
+        gone = going if dry_run else {a: r.forget_sessions(a, before, project=project, keep_marked=keep_marked)
+                                      if g else [] for a, g in going.items()}
     finally:
         r.close()
     if as_json:
-        click.echo(json.dumps({"agent": agent, "before": before.isoformat(), "dry_run": dry_run,
-                               "sessions": gone}, indent=2, default=str))
+        click.echo(json.dumps({"agents": list(gone), "before": before.isoformat(), "dry_run": dry_run,
+                               "sessions": [{"agent_id": a, **s} for a, g in gone.items() for s in g]},
+                              indent=2, default=str))
         return
     verb = "would forget" if dry_run else "forgot"
-    click.echo(f"{verb} {len(gone)} session(s) of agent {agent!r} last active before {before:%Y-%m-%d %H:%M}"
-               + (f" ({sum(s['messages'] for s in gone):,} messages, {sum(s['chunks'] for s in gone):,} chunks)"
-                  if gone else "") + ("; its curated memories stay" if gone else ""))
-    for s in gone[:20]:
-        last = s["ended_at"] or s["started_at"]
-        click.echo(f"  {s['session_id'][:8]}  {last:%Y-%m-%d}  {s['title'] or '(untitled)'}")
-    if len(gone) > 20:
-        click.echo(f"  ... and {len(gone) - 20} more (--json lists them all)")
+    for agent, sessions in gone.items():
+        if not sessions and len(gone) > 1:
+            continue
+        click.echo(f"{verb} {len(sessions)} session(s) of agent {agent!r} last active before "
+                   f"{before:%Y-%m-%d %H:%M}"
+                   + (f" ({sum(s['messages'] for s in sessions):,} messages, "
+                      f"{sum(s['chunks'] for s in sessions):,} chunks); its curated memories stay" if sessions else ""))
+        for s in sessions[:20]:
+            last = s["ended_at"] or s["started_at"]
+            click.echo(f"  {s['session_id'][:8]}  {last:%Y-%m-%d}  {s['title'] or '(untitled)'}")
+        if len(sessions) > 20:
+            click.echo(f"  ... and {len(sessions) - 20} more (--json lists them all)")
+    if len(gone) > 1 and not any(gone.values()):
+        click.echo(f"{verb} nothing: no session of the {len(gone)} agent(s) was last active before "
+                   f"{before:%Y-%m-%d %H:%M}")
 
 
 @main.command()

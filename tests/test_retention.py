@@ -105,12 +105,26 @@ def test_the_clients_and_the_command_line(db_url, conn, monkeypatch):
     assert out.exit_code == 0, out.output
     assert [s["session_id"] for s in json.loads(out.output)["sessions"]] == ["jan", "web"]
     assert sessions(conn) == ["feb", "mar", f"memories:{AGENT}"]
+    # every agent's (a DBA's job): the other agent's January session too
+    out = cli("forget", "--before", "2025-01-01", "--all-agents", "--dry-run")
+    assert out.exit_code == 0 and out.output == "would forget nothing: no session of the 2 agent(s) was last " \
+                                                "active before 2025-01-01 00:00\n"
+    out = cli("forget", "--before", "2026-02-01", "--all-agents", "--dry-run", "--json")
+    assert [(s["agent_id"], s["session_id"]) for s in json.loads(out.output)["sessions"]] == [("other", "other-jan")]
+    out = cli("forget", "--before", "2026-02-01", "--all-agents", "--yes")
+    assert out.exit_code == 0 and out.output.startswith("forgot 1 session(s) of agent 'other'")
+    assert sessions(conn, "other") == [] and sessions(conn) == ["feb", "mar", f"memories:{AGENT}"]
+    out = cli("forget", "--before", "2026-02-01", "--all-agents", "--yes")     # (the other has none left)
+    assert out.output.startswith(f"forgot 0 session(s) of agent '{AGENT}'")
+    out = cli("forget", "--before", "2026-01-01", "--all-agents", "--dry-run")
+    assert out.exit_code == 0 and out.output.startswith(f"would forget 0 session(s) of agent '{AGENT}'")
     # a duration: everything before 30 days ago (all of it, in 2026-11)
     out = cli("forget", "--before", "30d", "--yes")
     assert out.exit_code == 0 and "forgot 2 session(s)" in out.output and "curated memories stay" in out.output
     assert sessions(conn) == [f"memories:{AGENT}"]
     for args, message in [(("--before", "someday"), "expected a duration like 7d"),
                           (("--session", "x", "--project", "api"), "go with --before"),
+                          (("--memory", "3", "--all-agents"), "go with --before"),
                           (("--before", "1d", "--session", "x"), "give one of")]:
         bad = cli("forget", *args)
         assert bad.exit_code == 2 and message in bad.output and "Traceback" not in bad.output
