@@ -42,6 +42,7 @@ from .importers._records import Problem
 HEAD_BYTES = 64 * 1024
 LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
 FOLDER = "folder"                         # source_files.format of a remembered root folder
+ARCHIVE = "zip"                           # source_files.format of a .zip archive (its members read)
 UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes,
                                           # but reported as such by every run)
 
@@ -328,6 +329,8 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         elif known is not None and not full and (known[1], known[2]) == (st.st_size, mtime):
             # still no transcript: not read again, but said again (each run tells what it left out)
             return _not_transcript(path, st.st_size)
+        if path.suffix.lower() == ".zip":
+            return _sync_archive(conn, path, agent_id, st.st_size, mtime, result)
         fmt = fmt or detect_format(path)
         if fmt is None:
             result = _not_transcript(path, st.st_size)
@@ -345,14 +348,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         if result.start_offset:
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
-            ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
-            restored = _restore(conn, parsed.records, agent_id)
-            if parsed.streamed:
-                for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
-                    restored = [a + b for a, b in zip(restored, _restore(conn, batch, agent_id), strict=True)]
-            result.memories, result.importance, result.vectors, result.turns, result.summaries = restored
-            result.agents = ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
-                             | {r.get("agent_id") or agent_id for r in parsed.records})
+            ingested = _store(conn, path, start, parsed, agent_id, result)
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
                     _head_sha(path, parsed.end_offset), ingested.messages, len(parsed.problems),
                     accumulate=result.status == "appended")
@@ -366,6 +362,71 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         result.status = "failed"
         result.problems.append(Problem(str(path), None, one_line(exc)))
         return result
+
+
+def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: str,
+           result: FileResult) -> _ingest.IngestReport:
+    """A parsed file's sessions ingested and an export's records restored (those left in the file
+    read again in batches), added to ``result``; in the caller's transaction."""
+    ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
+    restored = _restore(conn, parsed.records, agent_id)
+    if parsed.streamed:
+        for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
+            restored = [a + b for a, b in zip(restored, _restore(conn, batch, agent_id), strict=True)]
+    for name, n in zip(("memories", "importance", "vectors", "turns", "summaries"), restored, strict=True):
+        setattr(result, name, getattr(result, name) + n)
+    result.agents |= ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
+                      | {r.get("agent_id") or agent_id for r in parsed.records})
+    return ingested
+
+
+def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int, mtime: datetime,
+                  result: FileResult) -> FileResult:
+    """A .zip archive named on the command line (a chat app's data export as the app e-mails it):
+    each of its .json and .jsonl members read as a file of its own (its format detected), all in
+    one transaction; problems name the member (``archive.zip!conversations.json``). The archive is
+    remembered as one file, read again whole when it changes."""
+    import shutil
+    import tempfile
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise ImportFormatError(f"{path}: not a zip archive pyrecall can read ({exc})") from None
+    read = 0
+    with archive, tempfile.TemporaryDirectory(prefix="pyrecall-zip-") as tmp, conn.transaction():
+        for i, info in enumerate(archive.infolist()):
+            parts = info.filename.split("/")
+            if info.is_dir() or not info.filename.lower().endswith(SUFFIXES) or "__MACOSX" in parts:
+                continue
+            shown = f"{path}!{info.filename}"
+            member = Path(tmp, f"{i}-{Path(parts[-1]).name}")
+            with archive.open(info) as src, open(member, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            fmt = detect_format(member)
+            if fmt is None:
+                result.problems.append(Problem(shown, None, "not a transcript (skipped)"))
+                continue
+            parsed = (jsonl.parse(member, keep_records=False) if fmt == "jsonl" else PARSERS[fmt](member))
+            result.problems += [Problem(shown, p.line, p.reason) for p in parsed.problems]
+            ingested = _store(conn, member, 0, parsed, agent_id, result)
+            result.sessions += ingested.sessions
+            result.messages += ingested.messages
+            result.inserted += ingested.inserted
+            read += 1
+            member.unlink()
+        if not read:
+            result.status, result.format = "not-transcript", None
+            _record(conn, path, agent_id, UNKNOWN, size, mtime, size, None, 0, len(result.problems),
+                    accumulate=False)
+            if not result.problems:
+                result.problems.append(Problem(str(path), None, "no .json or .jsonl file in the archive (skipped)"))
+            return result
+        result.format, result.start_offset, result.end_offset = ARCHIVE, 0, size
+        _record(conn, path, agent_id, ARCHIVE, size, mtime, size, None, result.messages, len(result.problems),
+                accumulate=False)
+    return result
 
 
 def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, ...]:

@@ -802,7 +802,8 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
 @dsn_option
 @handle_errors
 def import_(paths, agent, full, as_json, dsn):
-    """Import transcripts: files, or folders searched recursively for .jsonl/.json files.
+    """Import transcripts: files, .zip archives, or folders searched recursively for
+    .jsonl/.json files.
 
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
     OpenAI chat, Discord export, ChatGPT and Claude.ai data exports); the agent or app that
@@ -816,7 +817,7 @@ def import_(paths, agent, full, as_json, dsn):
     Example:
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
       pyrecall import export.json chats/ --agent-id support-bot
-      pyrecall import ~/Downloads/chatgpt-export/ --agent-id me   # the unzipped archive
+      pyrecall import ~/Downloads/chatgpt-export.zip --agent-id me   # as the app sends it
     """
     _run_sync(dsn, agent, as_json, lambda r, **kw: r.import_(paths, agent_id=agent, full=full, **kw),
               empty_is_error=True)

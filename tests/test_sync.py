@@ -384,3 +384,55 @@ def test_a_chat_apps_export_is_imported_and_a_newer_one_adds_what_is_new(conn, t
     again = _sync.index(conn, [tmp_path / "export"], agent_id="me")
     assert again.inserted == 1
     assert conn.execute("select count(*) from recall.messages where agent_id = 'me'").fetchone()[0] == stored + 1
+
+
+def test_a_zip_archive_is_read_member_by_member(conn, tmp_path):
+    """A chat app's export as it is e-mailed (a .zip): its .json/.jsonl members each read as a
+    file (format detected), in one transaction; the archive remembered as one file, read again
+    whole when it changes; a member that is no transcript reported by archive!member."""
+    import zipfile
+
+    chatgpt = (HERE / "fixtures" / "importers" / "chatgpt" / "conversations.json").read_text()
+    claude_ai = (HERE / "fixtures" / "importers" / "claude_ai" / "conversations.json").read_text()
+
+    def write(path, extra=None):
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("conversations.json", chatgpt if extra is None else extra)
+            z.writestr("user.json", '{"id": "user-1"}')
+            z.writestr("other/claude.json", claude_ai)
+            z.writestr("__MACOSX/._conversations.json", "junk")
+            z.writestr("chat.html", "<html></html>")
+    archive = tmp_path / "export.zip"
+    write(archive)
+    report = _sync.index(conn, [archive], agent_id="me")
+    [result] = report.files
+    assert (result.status, result.format) == ("new", "zip")
+    assert [(p.path, p.reason) for p in result.problems] == [
+        (f"{archive}!user.json", "not a transcript (skipped)"),
+        (f"{archive}!other/claude.json", "conversation 0c1d2e3f-0000-4000-8000-00000000000a: chat_messages[4]: "
+                                         "unknown sender 'robot'")]
+    assert result.inserted == 9 + 8 and result.sessions == 3
+    assert conn.execute("select count(distinct metadata->>'source_agent') from recall.sessions "
+                        "where agent_id = 'me'").fetchone()[0] == 2
+    assert _sync.index(conn, [archive], agent_id="me").files[0].status == "unchanged"
+    # next month's archive: one message more
+    doc = json.loads(chatgpt)
+    doc[1]["mapping"]["a"]["children"] = ["q2"]
+    doc[1]["mapping"]["q2"] = {"id": "q2", "parent": "a", "children": [], "message": {
+        "id": "q2", "author": {"role": "user"}, "create_time": 1767524500.0,
+        "content": {"content_type": "text", "parts": ["And a dessert?"]}}}
+    doc[1]["current_node"] = "q2"
+    write(archive, json.dumps(doc))
+    os.utime(archive, (time.time() + 5, time.time() + 5))
+    again = _sync.index(conn, [archive], agent_id="me").files[0]
+    assert (again.status, again.inserted) == ("updated", 1)
+    # not a zip, and a zip with no transcript: said, nothing stored
+    (tmp_path / "broken.zip").write_bytes(b"PK\x03\x04 not really")
+    with zipfile.ZipFile(tmp_path / "pictures.zip", "w") as z:
+        z.writestr("a.png", b"\x89PNG")
+    results = {Path(f.path).name: f for f in _sync.index(conn, [tmp_path / "broken.zip", tmp_path / "pictures.zip"],
+                                                         agent_id="me").files}
+    assert results["broken.zip"].status == "failed"
+    assert "not a zip archive pyrecall can read" in results["broken.zip"].problems[0].reason
+    assert results["pictures.zip"].status == "not-transcript"
+    assert results["pictures.zip"].problems[0].reason == "no .json or .jsonl file in the archive (skipped)"
