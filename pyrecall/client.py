@@ -1357,8 +1357,7 @@ class AsyncRecall:
             description, rows = await self._fetch(EXPAND_SQL, _expand_args(agent_id, chunk_id, token_budget, kinds))
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
-        names = [d.name for d in description]
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return _dicts(_Fetched(description, rows))
 
     async def pin_memory(self, agent_id: str, memory_id: int, pinned: bool = True) -> None:
         """See :meth:`Recall.pin_memory`."""
@@ -1436,8 +1435,7 @@ class AsyncRecall:
         """See :meth:`Recall.forget_sessions`."""
         description, rows = await self._fetch(FORGET_SESSIONS_SQL, _forget_args(agent_id, before, project,
                                                                                  keep_marked, dry_run))
-        names = [d.name for d in description]
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return _dicts(_Fetched(description, rows))
 
     async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
         """See :meth:`Recall.forget`."""

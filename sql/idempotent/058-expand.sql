@@ -144,9 +144,7 @@ begin
   end if;
 
   if cardinality(took_ids) = 0 then
-    select x.message_id, x.content,
-           coalesce(nullif(btrim(x.metadata->>'speaker'), ''), nullif(btrim(x.metadata->>'author'), ''),
-                    initcap(x.role)) as who,
+    select x.message_id, x.content, recall._speaker(x.role, x.metadata) as who,
            coalesce(x.n_tokens, greatest(1, ceil(char_length(x.content) / 4.0))::int) as tok
       into m
     from recall.messages x
@@ -167,9 +165,7 @@ begin
   return query
   select y.session_id, y.seq, y.message_id, y.role, y.kind, y.who, y.content, y.created_at, y.tok,
          sum(y.tok) over (order by y.seq rows unbounded preceding), y.own
-  from (select x.session_id, x.seq, x.message_id, x.role, x.kind,
-               coalesce(nullif(btrim(x.metadata->>'speaker'), ''), nullif(btrim(x.metadata->>'author'), ''),
-                        initcap(x.role)) as who,
+  from (select x.session_id, x.seq, x.message_id, x.role, x.kind, recall._speaker(x.role, x.metadata) as who,
                x.content, x.created_at, took_tok[array_position(took_ids, x.message_id)] as tok,
                x.message_id = any (c.message_ids) as own
         from recall.messages x
