@@ -1588,6 +1588,129 @@ def mark(chunk_id, importance, reset, agent, as_json, dsn):
                    + (" (derived from its messages again)" if reset else ""))
 
 
+# ---------------------------------------------------------------- secrets
+
+@main.group()
+def secrets():
+    """Credentials are never kept: every text entering memory (messages, session titles and
+    summaries, curated memories) is stored with each match of recall.secret_patterns replaced
+    (an API key becomes [REDACTED:api_key], a URL's password [REDACTED]). docs/SECURITY.md.
+
+    \b
+    Example:
+      pyrecall secrets patterns
+      echo "token ghp_..." | pyrecall secrets check
+      pyrecall secrets redact --dry-run      # what was stored before a pattern existed
+    """
+
+
+@secrets.command("patterns")
+@json_option
+@dsn_option
+@handle_errors
+def secrets_patterns(as_json, dsn):
+    """List the patterns (recall.secret_patterns): name, on or off, shipped or your own.
+
+    Turn one off, or add your own, in SQL as the database owner. Example:
+
+    \b
+      update recall.secret_patterns set enabled = false where name = 'jwt';
+      insert into recall.secret_patterns (name, pattern, replacement, hints)
+        values ('acme_key', '\\macme_[a-z0-9]{32}', '[REDACTED:acme_key]', '{acme_}');
+    """
+    r = _client(dsn)
+    try:
+        rows = r.conn.execute("select name, enabled, builtin, description, pattern, replacement, hints "
+                              "from recall.secret_patterns order by name").fetchall()
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps([{"name": n, "enabled": e, "builtin": b, "description": d, "pattern": p,
+                                "replacement": rp, "hints": h} for n, e, b, d, p, rp, h in rows], indent=2))
+        return
+    for name, enabled, builtin, description, *_ in rows:
+        click.echo(f"{name:16} {'on ' if enabled else 'off'} {'shipped' if builtin else 'yours  '}  "
+                   f"{description or ''}")
+
+
+@secrets.command("check")
+@click.argument("file", type=click.File("r", encoding="utf-8", errors="replace"), default="-")
+@json_option
+@dsn_option
+@handle_errors
+def secrets_check(file, as_json, dsn):
+    """Print FILE (default: standard input) as memory would store it, credentials replaced; the
+    patterns it matched go to standard error (--json: both as JSON). Nothing is stored.
+
+    \b
+    Example:
+      pyrecall secrets check .env
+      git diff | pyrecall secrets check > /dev/null
+    """
+    text = file.read()
+    r = _client(dsn)
+    try:
+        clean = r.redact(text)
+        found = r.conn.execute("select pattern, matches from recall.secrets_in(%s)", [text]).fetchall()
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"text": clean, "found": dict(found)}, indent=2))
+        return
+    click.echo(clean, nl=False)
+    click.echo(("found " + ", ".join(f"{n} {p}" for p, n in found)) if found else "found no credential",
+               err=True)
+
+
+@secrets.command("redact")
+@click.option("--dry-run", is_flag=True, help="Count what would change, change nothing.")
+@click.option("--all-agents", is_flag=True, help="Every agent the role may see, not only --agent-id.")
+@agent_option
+@json_option
+@dsn_option
+@handle_errors
+def secrets_redact(dry_run, all_agents, agent, as_json, dsn):
+    """Redact what was stored before a pattern existed or was turned on (recall.redact_stored):
+    messages, session titles and summaries, curated memories and logged queries that hold a
+    credential are rewritten; the chunks of a changed message are derived again and embedded
+    again by `pyrecall embed`.
+
+    The old row versions stay in the table files until VACUUM (`pyrecall dba vacuum`), and in
+    backups taken before.
+
+    \b
+    Example:
+      pyrecall secrets redact --dry-run
+      pyrecall secrets redact --all-agents      # a DBA, after adding a pattern
+    """
+    r = _client(dsn)
+    try:
+        agents = ([a for (a,) in r.conn.execute("select distinct agent_id from recall.sessions order by 1")]
+                  if all_agents else [agent])
+        found = {a: r.redact_stored(a, dry_run=dry_run) for a in agents}
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run,
+                               "found": [{"agent_id": a, **row} for a, rows in found.items() for row in rows]},
+                              indent=2))
+        return
+    verb = "would redact" if dry_run else "redacted"
+    for a, rows in found.items():
+        if not rows:
+            if len(found) == 1:
+                click.echo(f"no credential found in the memory of agent {a!r}")
+            continue
+        what = {k: sum(row[k] for row in rows) for k in ("messages", "sessions", "memories", "queries")}
+        click.echo(f"agent {a!r}: {verb} " + ", ".join(f"{n} {k}" for k, n in what.items() if n)
+                   + " (" + ", ".join(row["pattern"] for row in rows) + ")")
+    if len(found) > 1 and not any(found.values()):
+        click.echo(f"no credential found in the memory of {len(found)} agent(s)")
+    if not dry_run and any(row["messages"] or row["memories"] for rows in found.values() for row in rows):
+        click.echo("next: pyrecall embed (the changed chunks), and VACUUM to drop the old row versions "
+                   "(pyrecall dba vacuum)")
+
+
 # ---------------------------------------------------------------- mcp
 
 @main.command()

@@ -165,6 +165,7 @@ SHOW_SESSION_SQL = ("select session_id, agent_id, title, project, branch, starte
 EXPAND_SQL = "select * from recall.expand(%s, %s, %s, %s)"
 FORGET_SESSIONS_SQL = ("select * from recall.forget_sessions(%(agent_id)s, %(before)s, %(project)s, "
                        "%(keep_marked)s, %(dry_run)s)")
+REDACT_STORED_SQL = "select * from recall.redact_stored(%s, %s)"
 MESSAGE_KINDS = ("text", "thinking", "tool_call", "tool_result")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
                      "where agent_id = %s and session_id = %s order by seq")
@@ -1053,6 +1054,28 @@ class Recall:
         return _dicts(self.conn.execute(FORGET_SESSIONS_SQL, _forget_args(agent_id, before, project,
                                                                           keep_marked, dry_run)))
 
+    def redact(self, text: str) -> str:
+        """The text as memory would store it: every credential a pattern of
+        recall.secret_patterns finds replaced (``[REDACTED:api_key]``; recall.redact).
+
+        >>> r.redact("export OPENAI_API_KEY=sk-proj-...")  # doctest: +SKIP
+        'export OPENAI_API_KEY=[REDACTED]'
+        """
+        return self.conn.execute("select recall.redact(%s)", [_text(text)]).fetchone()[0]
+
+    def redact_stored(self, agent_id: str, *, dry_run: bool = False) -> list[dict]:
+        """Redact what the agent stored before a pattern existed (recall.redact_stored): one dict
+        per pattern that matched (pattern, messages, sessions, memories, queries: the rows that
+        held it; session_ids: the sessions of those messages). The chunks of changed messages
+        are derived again and wait for ``embed_pending``. ``dry_run``: count only."""
+        with self.conn.transaction():
+            rows = _dicts(self.conn.execute(REDACT_STORED_SQL, [_text(agent_id), bool(dry_run)]))
+            changed = sorted({s for row in rows for s in row["session_ids"]})
+            if changed and not dry_run and _db.distributed(self.conn):
+                # a Citus cluster chunks from here (sql/citus/distribute.sql)
+                self.conn.execute("select recall.chunk_sessions(%s, %s)", [[_text(agent_id)] * len(changed), changed])
+        return rows
+
     def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
         """Delete a session, or everything of an agent, with its messages and chunks."""
         if session_id is not None:
@@ -1436,6 +1459,16 @@ class AsyncRecall:
         description, rows = await self._fetch(FORGET_SESSIONS_SQL, _forget_args(agent_id, before, project,
                                                                                  keep_marked, dry_run))
         return _dicts(_Fetched(description, rows))
+
+    async def redact(self, text: str) -> str:
+        """See :meth:`Recall.redact`."""
+        cur = await self.conn.execute("select recall.redact(%s)", [_text(text)])
+        return (await cur.fetchone())[0]
+
+    async def redact_stored(self, agent_id: str, *, dry_run: bool = False) -> list[dict]:
+        """See :meth:`Recall.redact_stored` (on a worker thread: on a Citus cluster it chunks
+        again from the client, as add_messages does)."""
+        return await self._in_thread("redact_stored", agent_id, dry_run=dry_run)
 
     async def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
         """See :meth:`Recall.forget`."""

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -176,10 +177,14 @@ def test_the_previous_release_distributed_is_upgraded_by_migrate(coord, cluster,
 
 
 def _comparable(fp: dict) -> dict:
-    """A fingerprint without the numbers Citus gives per database (co-location ids)."""
+    """A fingerprint without the numbers Citus gives per database (co-location ids, and the
+    shard ids in the names of the reference tables' shards the coordinator holds: a reference
+    table made by an upgrade gets a later one than on a fresh cluster)."""
     out = dict(fp)
     out["tables"] = [t.rsplit(":", 1)[0] for t in fp["tables"]]
     out["delegated"] = [d.rsplit(":", 1)[0] for d in fp["delegated"]]
+    for key in ("triggers", "constraints"):
+        out[key] = sorted(re.sub(r"_1\d{5}(?!\d)", "_<shard>", x) for x in fp[key])
     return out
 
 
@@ -417,6 +422,45 @@ def test_a_retention_policy_forgets_old_sessions_on_each_worker(coord, cluster):
         for table in ("messages", "chunks"):
             assert coord.execute(f"select count(*) from recall.{table} where agent_id = %s and session_id = any (%s)",
                                  [agent, old]).fetchone()[0] == 0
+
+
+def test_credentials_are_redacted_on_each_worker(coord, cluster):
+    """The triggers run on the shards and read recall.secret_patterns (a reference table):
+    messages, titles and memories are stored redacted for an agent on each worker; a pattern the
+    owner adds reaches the workers, and recall.redact_stored (delegated) rewrites what came before."""
+    from pyrecall import Recall
+
+    coord_url, nodes = cluster
+    tag = uuid.uuid4().hex[:6]
+    key = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"
+    acme = "acme_0123456789abcdef0123456789abcdef"
+    try:
+        for agent in [a for v in agents_on_each_worker(coord, nodes, f"sec{tag}").values() for a in v]:
+            coord.execute("insert into recall.sessions (session_id, agent_id, title) values (%s, %s, %s)",
+                          [f"{agent}-s", agent, f"token {key}"])
+            coord.execute("insert into recall.messages (session_id, agent_id, role, content) values "
+                          "(%s, %s, 'user', %s), (%s, %s, 'assistant', %s)",
+                          [f"{agent}-s", agent, f"use {key}", f"{agent}-s", agent, f"ok, and {acme}"])
+            coord.execute("select recall.remember(%s, %s)", [agent, f"the key is {key}"])
+            stored = " ".join(coord.execute(q, [agent]).fetchone()[0] for q in (
+                "select string_agg(content, ' ') from recall.messages where agent_id = %s",
+                "select string_agg(content, ' ') from recall.chunks where agent_id = %s",
+                "select string_agg(title, ' ') from recall.sessions where agent_id = %s"))
+            assert key not in stored
+            assert stored.count("[REDACTED:github_token]") == 3 and acme in stored
+        coord.execute("insert into recall.secret_patterns (name, pattern, replacement, hints) "
+                      r"values ('acme_key', '\macme_[a-z0-9]{32}\M', '[REDACTED:acme_key]', '{acme_}')")
+        for agent in [a for v in agents_on_each_worker(coord, nodes, f"sec{tag}").values() for a in v]:
+            with Recall(coord_url) as r:
+                assert [(x["pattern"], x["messages"], x["session_ids"]) for x in r.redact_stored(agent)] \
+                    == [("acme_key", 1, [f"{agent}-s"])]
+            for table in ("messages", "chunks"):
+                assert coord.execute(f"select count(*) from recall.{table} where agent_id = %s and content like %s",
+                                     [agent, f"%{acme}%"]).fetchone()[0] == 0
+            assert coord.execute("select count(*) from recall.chunks where agent_id = %s and content like %s",
+                                 [agent, "%[REDACTED:acme_key]%"]).fetchone()[0] == 1
+    finally:
+        coord.execute("delete from recall.secret_patterns where name = 'acme_key'")
 
 
 def test_an_export_moves_an_agent_between_a_cluster_and_a_single_node(coord, cluster, conn, tmp_path):

@@ -39,7 +39,7 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
                     "session_recall_v10", "auto_context_v10", "hybrid_recall_v11", "session_recall_v11",
                     "auto_context_v12", "hybrid_recall_v13", "session_recall_v13", "auto_context_v13",
                     "auto_context_v14", "auto_context_v15",
-                    "embedding_model"}
+                    "embedding_model", "redact", "secrets_in", "redact_stored"}
 # v6's search runs as the owner, after checking the caller as the policies would
 # (sql/released/v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
 DEFINER = ["recall._check_reader_v6(text)",
@@ -356,9 +356,12 @@ def test_every_table_with_agent_rows_is_row_secured(conn):
     readable = {r[0] for r in conn.execute(
         "select relname from pg_class where relnamespace = 'recall'::regnamespace and relkind in ('r', 'v', 'm') "
         "and has_table_privilege('recall_agent', oid, 'select')")}
-    assert readable - ROW_TABLES == {"config", "agent_bindings"}
+    # (secret_patterns: the patterns every writer's trigger applies; written by the owner only)
+    assert readable - ROW_TABLES == {"config", "agent_bindings", "secret_patterns"}
     for role in ("recall_agent", "recall_admin"):
         for privilege in ("insert", "update", "delete", "truncate"):
+            assert not conn.execute("select has_table_privilege(%s, 'recall.secret_patterns', %s)",
+                                    [role, privilege]).fetchone()[0], (role, privilege)
             assert not conn.execute("select has_table_privilege(%s, 'recall.agent_bindings', %s)",
                                     [role, privilege]).fetchone()[0], (role, privilege)
 

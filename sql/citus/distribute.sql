@@ -135,7 +135,8 @@ $$;
 -- _distributed_tables: the tables of the schema that are (to be) distributed by agent_id, in
 -- the order they are distributed (recall.sessions first: the others are co-located with it and
 -- reference it). Every table of the schema but recall.migrations (migrate's record, on the
--- coordinator only) and the reference tables recall.config and recall.agent_bindings; a new
+-- coordinator only) and the reference tables recall.config, recall.agent_bindings and
+-- recall.secret_patterns; a new
 -- table of a later migration is one of them: it must have an agent_id column.
 create or replace function recall._distributed_tables()
 returns regclass[]
@@ -146,7 +147,7 @@ as $$
   from pg_class t
   where t.relnamespace = 'recall'::regnamespace and t.relkind in ('r', 'p') and not t.relispartition
     and t.oid not in ('recall.migrations'::regclass, 'recall.config'::regclass,
-                      'recall.agent_bindings'::regclass)
+                      'recall.agent_bindings'::regclass, 'recall.secret_patterns'::regclass)
     -- (not a shard: the coordinator holds the shards of the reference tables)
     and not exists (select from pg_dist_shard ds
                     where t.relname = (select c.relname from pg_class c where c.oid = ds.logicalrelid)
@@ -218,7 +219,7 @@ begin
                    case when c.chk is not null then format(' with check (%s)', c.chk) else '' end);
   end loop;
 
-  -- 3. the tables: config and bindings everywhere, the rest by agent_id, co-located
+  -- 3. the tables: config, bindings and secret patterns everywhere, the rest by agent_id, co-located
   if shard_count is not null then
     perform set_config('citus.shard_count', shard_count::text, true);
   end if;
@@ -228,6 +229,9 @@ begin
   end if;
   if not exists (select from pg_dist_partition where logicalrelid = 'recall.agent_bindings'::regclass) then
     perform create_reference_table('recall.agent_bindings');
+  end if;
+  if not exists (select from pg_dist_partition where logicalrelid = 'recall.secret_patterns'::regclass) then
+    perform create_reference_table('recall.secret_patterns');   -- read by the triggers on the workers
   end if;
   foreach tbl in array tables loop
     if not exists (select from pg_dist_partition where logicalrelid = tbl) then

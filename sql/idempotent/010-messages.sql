@@ -78,6 +78,9 @@ begin
       using errcode = '23514';
   end if;
   new.metadata := coalesce(new.metadata, '{}');
+  -- no credential is stored (009-secrets.sql); before the identity below is derived from the
+  -- text, so that the same message read again is found stored
+  new.content := recall.redact(new.content);
   -- without an id from the source, a message is identified by what it says and when
   new.external_id := coalesce(new.external_id, 'sha256:' || encode(sha256(convert_to(
     concat_ws(E'\x1f', new.role, new.kind, extract(epoch from new.created_at)::text, new.content), 'UTF8')), 'hex'));
@@ -140,7 +143,8 @@ $$;
 -- _message_before_update: the identity of a message does not move between sessions or agents;
 -- a change of what its text in a passage is made of (content, role, metadata: the speaker;
 -- created_at: the date line) makes its token counts (011-message-tokens) unknown again, and a
--- change of its text its vector (013-message-vectors), unless the same statement sets them
+-- change of its text its vector (013-message-vectors), unless the same statement sets them;
+-- a new text is redacted (009-secrets.sql) like an inserted one
 create or replace function recall._message_before_update()
 returns trigger
 language plpgsql volatile security invoker
@@ -154,6 +158,9 @@ begin
   end if;
   -- (checked only when a checked column changes: an update of the token counts alone, the
   -- embed worker's, costs no call)
+  if new.content is distinct from old.content then
+    new.content := recall.redact(new.content);          -- 009-secrets.sql
+  end if;
   if (new.role, new.kind, new.content, new.importance, new.metadata)
      is distinct from (old.role, old.kind, old.content, old.importance, old.metadata) then
     perform recall._check_message(new.role, new.kind, new.content, new.importance, new.metadata,

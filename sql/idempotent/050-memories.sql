@@ -105,6 +105,13 @@ begin
   if remember.pinned is null then
     raise exception 'pinned must be true or false, not NULL' using errcode = '22023';
   end if;
+  -- no credential is kept (009-secrets.sql); a vector of the text that held one is dropped with
+  -- it (the worker embeds the text stored). Redacted here, not only by the chunk's trigger, so
+  -- that the same memory told again is found below.
+  if recall.redact(remember.content) is distinct from remember.content then
+    remember.content := recall.redact(remember.content);
+    remember.embedding := null;
+  end if;
   if remember.embedding is not null then
     select value::int into dim from recall.config where key = 'embedding_dim';
     if vector_dims(remember.embedding) <> dim then
@@ -214,6 +221,8 @@ supersedes: the id of a current memory of the agent that this one replaces: that
 valid_until becomes now() (it stays stored) and this one's valid_from is now(); the new one is
 pinned when either is, and keeps the old one's project when none is given. Recall (v4) returns
 a superseded memory only with an as_of before its replacement.
+A credential in content is stored redacted (recall.redact: recall.secret_patterns), and the
+embedding given with such a text is dropped (the worker embeds the text stored).
 Errors: agent_id missing, empty content, unknown kind, importance out of [0, 1], metadata not
 an object, a wrong-sized or all-zero embedding, superseding a memory already superseded: 22023.
 supersedes not a memory of this agent (unknown, another agent's, not a memory): P0002.
