@@ -116,10 +116,11 @@ class IngestReport:
     sessions: int = 0
     messages: int = 0           # messages given
     inserted: int = 0           # of which new (the rest were already stored)
+    forgotten: int = 0          # sessions given that were forgotten (deleted): not stored again
 
     def __add__(self, other: IngestReport) -> IngestReport:
         return IngestReport(self.sessions + other.sessions, self.messages + other.messages,
-                            self.inserted + other.inserted)
+                            self.inserted + other.inserted, self.forgotten + other.forgotten)
 
 
 def storable_importance(value: float | None) -> float | None:
@@ -184,6 +185,13 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
         cur.execute(upsert, s_params)
         cur.execute(insert, m_params)
         report.inserted = cur.rowcount
+        # a session deleted is not stored again (its rows are skipped in SQL:
+        # sql/idempotent/059-retention.sql); told, so that "nothing new" is not a mystery
+        given = {(clean_text(s.agent_id or agent_id), clean_text(s.session_id)) for s in sessions}
+        report.forgotten = sum(tuple(r) in given for r in cur.execute(
+            "select agent_id, session_id from recall.forgotten_sessions "
+            "where agent_id = any (%s) and session_id = any (%s)",
+            [sorted({a for a, _ in given}), sorted({sid for _, sid in given})]))
         if _db.distributed(conn):
             # a Citus cluster chunks from here, not in the message triggers (sql/citus/distribute.sql)
             cur.execute("select recall.chunk_sessions(%s, %s)",

@@ -70,6 +70,7 @@ class FileResult:
     sessions: int = 0
     messages: int = 0      # messages read
     inserted: int = 0      # of which new
+    forgotten: int = 0     # sessions forgotten (deleted) before: not stored again
     memories: int = 0      # curated memories restored (an export's records)
     importance: int = 0    # chunks whose importance set by hand was restored
     vectors: int = 0       # chunks given their exported vector (`pyrecall export --vectors`)
@@ -114,6 +115,10 @@ class SyncReport:
         return sum(f.inserted for f in self.files)
 
     @property
+    def forgotten(self) -> int:
+        return sum(f.forgotten for f in self.files)
+
+    @property
     def memories(self) -> int:
         return sum(f.memories for f in self.files)
 
@@ -156,7 +161,7 @@ class SyncReport:
             "not_transcript": self.count("not-transcript"), "failed": self.count("failed"),
             "gone": len(self.gone), "ignored": len(self.ignored),
             "sessions": self.sessions, "messages": self.messages,
-            "inserted": self.inserted, "skipped": self.skipped,
+            "inserted": self.inserted, "skipped": self.skipped, "forgotten": self.forgotten,
             "memories": self.memories, "importance": self.importance,
             "vectors": self.vectors, "turns": self.turns, "summaries": self.summaries,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
@@ -352,8 +357,8 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
                     _head_sha(path, parsed.end_offset), ingested.messages, len(parsed.problems),
                     accumulate=result.status == "appended")
-        result.sessions, result.messages, result.inserted = (
-            ingested.sessions, ingested.messages, ingested.inserted)
+        result.sessions, result.messages, result.inserted, result.forgotten = (
+            ingested.sessions, ingested.messages, ingested.inserted, ingested.forgotten)
         if result.status == "appended" and parsed.end_offset == start:
             result.status = "unchanged"  # touched, or a line still being written
         return result
@@ -414,6 +419,7 @@ def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int
             result.sessions += ingested.sessions
             result.messages += ingested.messages
             result.inserted += ingested.inserted
+            result.forgotten += ingested.forgotten
             read += 1
             member.unlink()
         if not read:

@@ -766,6 +766,9 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
                    + (f", {d['summaries']} session summaries" if d["summaries"] else "")
                    + (f", vectors of {d['vectors']} chunk(s), counts or vectors of {d['turns']} message(s)"
                       if d["vectors"] or d["turns"] else ""))
+    if d["forgotten"]:
+        click.echo(f"forgotten: {d['forgotten']} session(s) deleted before were not stored again "
+                   "(`pyrecall forgotten` lists them, `pyrecall unforget` lets them in)")
     if report.gone:
         click.echo(f"gone: {len(report.gone)} file(s) no longer exist (their memories are kept)")
     problems = report.problems
@@ -1456,10 +1459,11 @@ def forget(session, memory_id, everything, before, project, include_marked, dry_
     """Delete a session, a curated memory, the sessions older than a cut-off, or all memory of
     an agent, with their chunks and embeddings.
 
-    Transcript files still on disk are imported again by the next `pyrecall sync` when they
-    change (or with `pyrecall import --full`; with nothing indexed before, sync reads
-    ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp): delete or move them too if they
-    must be forgotten for good.
+    A session forgotten stays forgotten: a transcript that still holds it, read again (a sync
+    of the changed file, `pyrecall import --full`), does not bring it back (`pyrecall forgotten`
+    lists them, `pyrecall unforget` lets one in again). --all is a new start for the agent: its
+    transcripts are imported again by the next `pyrecall sync` (with nothing indexed before, sync
+    reads ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp).
 
     \b
     Example:
@@ -1586,6 +1590,72 @@ def mark(chunk_id, importance, reset, agent, as_json, dsn):
     else:
         click.echo(f"chunk {chunk_id}: importance {previous:.2f} -> {now:.2f}"
                    + (" (derived from its messages again)" if reset else ""))
+
+
+@main.command()
+@agent_option
+@json_option
+@dsn_option
+@handle_errors
+def forgotten(agent, as_json, dsn):
+    """List the agent's sessions forgotten (deleted by `pyrecall forget --session` or
+    `--before`, or by SQL): an import or sync of a transcript that holds one skips it.
+
+    \b
+    Example:
+      pyrecall forgotten
+      pyrecall unforget 6279b780-1c2d-4e5f-8a9b-0c1d2e3f4a5b
+    """
+    r = _client(dsn)
+    try:
+        rows = r.forgotten_sessions(agent)
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"agent": agent, "sessions": rows}, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no session of agent {agent!r} is forgotten")
+        return
+    click.echo(f"{len(rows)} session(s) of agent {agent!r} forgotten (not imported again):")
+    for row in rows:
+        click.echo(f"  {row['forgotten_at']:%Y-%m-%d %H:%M}  {row['session_id']}")
+
+
+@main.command()
+@click.argument("sessions", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Every forgotten session of the agent.")
+@agent_option
+@json_option
+@dsn_option
+@handle_errors
+def unforget(sessions, everything, agent, as_json, dsn):
+    """Let forgotten sessions be imported again (recall.unforget_sessions). Nothing comes back by
+    itself: a transcript that holds one is stored again when it is next read (`pyrecall import
+    --full PATH`; sync reads a file again when it changes).
+
+    \b
+    Example:
+      pyrecall unforget 6279b780-1c2d-4e5f-8a9b-0c1d2e3f4a5b
+      pyrecall unforget --all && pyrecall import --full ~/.claude/projects
+    """
+    if bool(sessions) == bool(everything):
+        raise click.UsageError("give the forgotten session ids (`pyrecall forgotten` lists them) or --all")
+    r = _client(dsn)
+    try:
+        rows = r.unforget_sessions(agent, None if everything else list(sessions))
+    finally:
+        r.close()
+    if as_json:
+        click.echo(json.dumps({"agent": agent, "sessions": rows}, indent=2, default=str))
+        return
+    missing = sorted(set(sessions) - {row["session_id"] for row in rows})
+    if missing:
+        click.echo(f"not forgotten: {', '.join(missing)} (`pyrecall forgotten` lists those that are)", err=True)
+    click.echo(f"{len(rows)} session(s) of agent {agent!r} may be imported again"
+               + (": `pyrecall import --full PATH` reads their transcripts" if rows else ""))
+    if missing and not rows:
+        raise SystemExit(1)
 
 
 # ---------------------------------------------------------------- secrets

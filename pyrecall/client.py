@@ -166,6 +166,9 @@ EXPAND_SQL = "select * from recall.expand(%s, %s, %s, %s)"
 FORGET_SESSIONS_SQL = ("select * from recall.forget_sessions(%(agent_id)s, %(before)s, %(project)s, "
                        "%(keep_marked)s, %(dry_run)s)")
 REDACT_STORED_SQL = "select * from recall.redact_stored(%s, %s)"
+FORGOTTEN_SQL = ("select session_id, forgotten_at from recall.forgotten_sessions where agent_id = %s "
+                 "order by forgotten_at desc, session_id")
+UNFORGET_SQL = "select * from recall.unforget_sessions(%s, %s) order by session_id"
 MESSAGE_KINDS = ("text", "thinking", "tool_call", "tool_result")
 SHOW_MESSAGES_SQL = ("select seq, role, kind, created_at, content, metadata from recall.messages "
                      "where agent_id = %s and session_id = %s order by seq")
@@ -187,6 +190,14 @@ def _forget_args(agent_id: str, before: datetime, project: str | None, keep_mark
         raise ConfigError(f"before must be a datetime, got {type(before).__name__}")
     return {"agent_id": _text(agent_id), "before": before if before.tzinfo else before.replace(tzinfo=UTC),
             "project": _text(project), "keep_marked": bool(keep_marked), "dry_run": bool(dry_run)}
+
+
+def _unforget_ids(session_ids) -> list[str] | None:
+    if session_ids is None:
+        return None
+    if isinstance(session_ids, str):
+        raise ConfigError("session_ids is a list of session ids, not one string")
+    return [_text(s) for s in session_ids]
 
 
 def _dicts(cur) -> list[dict]:
@@ -1077,7 +1088,10 @@ class Recall:
         return rows
 
     def forget(self, *, agent_id: str, session_id: str | None = None) -> int:
-        """Delete a session, or everything of an agent, with its messages and chunks."""
+        """Delete a session, or everything of an agent, with its messages and chunks. A session
+        deleted is recorded as forgotten: a transcript read again does not bring it back
+        (:meth:`unforget_sessions`). Everything of an agent is a new start: what sync remembers
+        of files and which sessions were forgotten go too, so its transcripts are read again."""
         if session_id is not None:
             cur = self.conn.execute("delete from recall.sessions where session_id = %s and agent_id = %s",
                                     [session_id, agent_id])
@@ -1085,7 +1099,19 @@ class Recall:
             with self.conn.transaction():
                 self.conn.execute("delete from recall.source_files where agent_id = %s", [agent_id])
                 cur = self.conn.execute("delete from recall.sessions where agent_id = %s", [agent_id])
+                self.conn.execute("delete from recall.forgotten_sessions where agent_id = %s", [agent_id])
         return cur.rowcount
+
+    def forgotten_sessions(self, agent_id: str) -> list[dict]:
+        """The agent's sessions deleted (session_id, forgotten_at), newest first: a transcript
+        that holds one does not bring it back (recall.forgotten_sessions)."""
+        return _dicts(self.conn.execute(FORGOTTEN_SQL, [_text(agent_id)]))
+
+    def unforget_sessions(self, agent_id: str, session_ids: Sequence[str] | None = None) -> list[dict]:
+        """Let forgotten sessions be stored again (all the agent's when ``session_ids`` is None);
+        returns those let in. Their transcripts are stored when next imported
+        (recall.unforget_sessions)."""
+        return _dicts(self.conn.execute(UNFORGET_SQL, [_text(agent_id), _unforget_ids(session_ids)]))
 
 
 class AsyncRecall:
@@ -1479,4 +1505,15 @@ class AsyncRecall:
             else:
                 await self.conn.execute("delete from recall.source_files where agent_id = %s", [agent_id])
                 cur = await self.conn.execute("delete from recall.sessions where agent_id = %s", [agent_id])
+                await self.conn.execute("delete from recall.forgotten_sessions where agent_id = %s", [agent_id])
         return cur.rowcount
+
+    async def forgotten_sessions(self, agent_id: str) -> list[dict]:
+        """See :meth:`Recall.forgotten_sessions`."""
+        description, rows = await self._fetch(FORGOTTEN_SQL, [_text(agent_id)])
+        return _dicts(_Fetched(description, rows))
+
+    async def unforget_sessions(self, agent_id: str, session_ids: Sequence[str] | None = None) -> list[dict]:
+        """See :meth:`Recall.unforget_sessions`."""
+        description, rows = await self._fetch(UNFORGET_SQL, [_text(agent_id), _unforget_ids(session_ids)])
+        return _dicts(_Fetched(description, rows))

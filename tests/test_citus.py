@@ -422,6 +422,14 @@ def test_a_retention_policy_forgets_old_sessions_on_each_worker(coord, cluster):
         for table in ("messages", "chunks"):
             assert coord.execute(f"select count(*) from recall.{table} where agent_id = %s and session_id = any (%s)",
                                  [agent, old]).fetchone()[0] == 0
+        # recorded on the shard: the chat imported again brings none of them back
+        assert sorted(r[0] for r in coord.execute("select session_id from recall.forgotten_sessions "
+                                                  "where agent_id = %s", [agent])) == old
+        # (the report's `inserted` is the INSERT's row count, which on Citus counts the rows a
+        # trigger skipped too: the rows themselves are checked)
+        assert ingest(coord, sessions, agent_id=agent).forgotten == len(old)
+        assert coord.execute("select count(*) from recall.messages where agent_id = %s and session_id = any (%s)",
+                             [agent, old]).fetchone()[0] == 0
 
 
 def test_credentials_are_redacted_on_each_worker(coord, cluster):

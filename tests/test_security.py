@@ -47,7 +47,7 @@ DEFINER = ["recall._check_reader_v6(text)",
            "timestamp with time zone,timestamp with time zone,timestamp with time zone,text)",
            "recall._recall_arms_v6(text,text,vector,integer,text,jsonb[],text[],"
            "timestamp with time zone,timestamp with time zone,timestamp with time zone,text)"]
-ROW_TABLES = {"sessions", "messages", "chunks", "source_files", "recall_log"}
+ROW_TABLES = {"sessions", "messages", "chunks", "source_files", "recall_log", "forgotten_sessions"}
 
 
 def unit(v):
@@ -90,6 +90,9 @@ def build_world(conn, agents=("A", "B")):
                      "values (%s, %s, 'jsonl', 10, %s)", [f"/home/{agent}/{marker}.jsonl", agent, AS_OF])
         conn.execute("insert into recall.recall_log (agent_id, function, latency_ms, n_rows, query_text) "
                      "values (%s, 'hybrid_recall', 2.5, 0, %s)", [agent, f"where is {marker}"])
+        # a session forgotten (its id recorded in recall.forgotten_sessions), B's naming the secret
+        conn.execute("insert into recall.sessions (session_id, agent_id) values (%s, %s)", [f"{agent}-gone-{marker}", agent])
+        conn.execute("delete from recall.sessions where session_id = %s", [f"{agent}-gone-{marker}"])
     # B's vectors sit on the query: were B visible, B would win every vector ranking
     for cid, agent in conn.execute("select chunk_id, agent_id from recall.chunks order by chunk_id").fetchall():
         noise = 0.02 if agent == "B" else 0.8
@@ -337,6 +340,8 @@ INSERT_B = {  # a row of agent B, for each table that has agent_id
                      "values ('/planted', 'B', 'jsonl', 1, now())", psycopg.errors.InsufficientPrivilege),
     "recall_log": ("insert into recall.recall_log (agent_id, function, latency_ms, n_rows) "
                    "values ('B', 'hybrid_recall', 1, 0)", psycopg.errors.InsufficientPrivilege),
+    "forgotten_sessions": ("insert into recall.forgotten_sessions (agent_id, session_id) values ('B', 'B-9')",
+                           psycopg.errors.InsufficientPrivilege),
 }
 
 
@@ -442,7 +447,8 @@ def test_agent_cannot_plant_objects_or_read_catalog_statistics(db_url, conn, rol
 
 def test_pg_stats_of_row_secured_tables_hidden_from_agents(db_url, conn, roles):
     build_world(conn)
-    conn.execute("analyze recall.sessions, recall.messages, recall.chunks, recall.source_files, recall.recall_log")
+    conn.execute("analyze recall.sessions, recall.messages, recall.chunks, recall.source_files, recall.recall_log, "
+                 "recall.forgotten_sessions")
     owner_sees = conn.execute("select tablename, attname, most_common_vals::text from pg_stats "
                               "where schemaname = 'recall'").fetchall()
     assert {r[0] for r in owner_sees} >= ROW_TABLES

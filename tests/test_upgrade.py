@@ -224,7 +224,8 @@ def test_upgrade_keeps_every_row_and_recall_finds_them(server_url, tmp_path, mon
             found = {name: conn.execute(q, {"q": ids["query"]}).fetchall() for name, q in recall_sql.items()}
             report = _migrate.migrate(conn)
             assert report.applied == ["010-agent-first-keys", "011-message-tokens", "012-window-parts",
-                                      "013-message-vectors", "014-secret-patterns"]
+                                      "013-message-vectors", "014-secret-patterns",
+                                      "015-forgotten-sessions"]
             after = table_rows(conn)
             # 011-message-tokens adds the messages' token counts (NULL until the worker counts),
             # 013-message-vectors their own vectors (NULL until the worker embeds them)

@@ -111,6 +111,13 @@ begin
   where s.agent_id = new.agent_id and s.session_id = new.session_id
   for no key update of s;
   if not found then
+    -- a message of a session forgotten (deleted, recorded in recall.forgotten_sessions by
+    -- 059-retention.sql): skipped, as its session was; a transcript read again brings nothing back
+    if exists (select from recall.forgotten_sessions f
+               where f.session_id = new.session_id
+                 and (new.agent_id is null or f.agent_id = new.agent_id)) then
+      return null;
+    end if;
     if exists (select from recall.sessions s where s.session_id = new.session_id) then
       raise exception 'message agent_id % differs from the agent of session %',
         quote_literal(new.agent_id), quote_literal(new.session_id) using errcode = '23514';
