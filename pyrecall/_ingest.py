@@ -182,12 +182,16 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
         if clash:
             raise ConfigError(f"session {clash[0]!r} already belongs to agent {clash[1]!r}; "
                               "a session keeps the agent it was first stored under")
+        given = {(clean_text(s.agent_id or agent_id), clean_text(s.session_id)) for s in sessions}
+        # on a Citus cluster the INSERT ... SELECT's row count counts the rows the message trigger
+        # skipped on the shards too (a message stored already, a forgotten session's): the
+        # messages of these sessions are counted before and after instead
+        stored = (_stored_messages(cur, given) if _db.distributed(conn) else None)
         cur.execute(upsert, s_params)
         cur.execute(insert, m_params)
-        report.inserted = cur.rowcount
+        report.inserted = cur.rowcount if stored is None else _stored_messages(cur, given) - stored
         # a session deleted is not stored again (its rows are skipped in SQL:
         # sql/idempotent/059-retention.sql); told, so that "nothing new" is not a mystery
-        given = {(clean_text(s.agent_id or agent_id), clean_text(s.session_id)) for s in sessions}
         report.forgotten = sum(tuple(r) in given for r in cur.execute(
             "select agent_id, session_id from recall.forgotten_sessions "
             "where agent_id = any (%s) and session_id = any (%s)",
@@ -198,6 +202,15 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
                         [[clean_text(s.agent_id or agent_id) for s in sessions],
                          [clean_text(s.session_id) for s in sessions]])
     return report
+
+
+def _stored_messages(cur, given: set[tuple[str, str]]) -> int:
+    """How many messages the (agent, session) pairs hold (filtered by the agents: routed on Citus)."""
+    by_agent: dict[str, list[str]] = {}
+    for agent, sid in given:
+        by_agent.setdefault(agent, []).append(sid)
+    return sum(cur.execute("select count(*) from recall.messages where agent_id = %s and session_id = any (%s)",
+                           [agent, sids]).fetchone()[0] for agent, sids in by_agent.items())
 
 
 def _session_row(s: Session, agent_id: str) -> list:
