@@ -76,6 +76,7 @@ class FileResult:
     vectors: int = 0       # chunks given their exported vector (`pyrecall export --vectors`)
     turns: int = 0         # messages given their exported counts or vector
     summaries: int = 0     # session summaries a model wrote, restored
+    forgotten_records: int = 0   # sessions an export says were forgotten, recorded as such
     agents: set[str] = field(default_factory=set)   # the agents written to (a file may name its own)
     problems: list[Problem] = field(default_factory=list)
 
@@ -135,6 +136,10 @@ class SyncReport:
         return sum(f.summaries for f in self.files)
 
     @property
+    def forgotten_records(self) -> int:
+        return sum(f.forgotten_records for f in self.files)
+
+    @property
     def agents(self) -> list[str]:
         return sorted({a for f in self.files for a in f.agents})
 
@@ -164,6 +169,7 @@ class SyncReport:
             "inserted": self.inserted, "skipped": self.skipped, "forgotten": self.forgotten,
             "memories": self.memories, "importance": self.importance,
             "vectors": self.vectors, "turns": self.turns, "summaries": self.summaries,
+            "forgotten_records": self.forgotten_records,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
             "indexed": [{k: row[k] for k in ("index_name", "agent_id", "index_rows", "build_seconds")}
@@ -378,7 +384,8 @@ def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: s
     if parsed.streamed:
         for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
             restored = [a + b for a, b in zip(restored, _restore(conn, batch, agent_id), strict=True)]
-    for name, n in zip(("memories", "importance", "vectors", "turns", "summaries"), restored, strict=True):
+    for name, n in zip(("memories", "importance", "vectors", "turns", "summaries", "forgotten_records"), restored,
+                       strict=True):
         setattr(result, name, getattr(result, name) + n)
     result.agents |= ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
                       | {r.get("agent_id") or agent_id for r in parsed.records})
@@ -436,13 +443,14 @@ def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int
 
 
 def _restore(conn: psycopg.Connection, records: list[dict], agent_id: str) -> tuple[int, ...]:
-    """An export's memories, importance, vectors, turns and summaries (recall.import_records), per agent
+    """An export's memories, importance, vectors, turns, summaries and forgotten sessions
+    (recall.import_records), per agent
     named and in batches (its messages are stored first, in the same transaction); how many of
     each were restored."""
     by_agent: dict[str, list[dict]] = {}
     for r in records:
         by_agent.setdefault(r.get("agent_id") or agent_id, []).append(r)
-    totals = [0, 0, 0, 0, 0]
+    totals = [0, 0, 0, 0, 0, 0]
     for agent, mine in by_agent.items():
         # memories in one call (one may supersede another); the rest 5,000 records a call
         memories = [r for r in mine if r.get("record") == "memory"]

@@ -761,9 +761,11 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
     named = f"agent {agents[0]}" if len(agents) == 1 else f"agents {', '.join(agents)}"
     click.echo(f"sessions: {d['sessions']}  messages: {d['inserted']} new, {d['skipped']} already "
                f"stored  ({named})")
-    if d["memories"] or d["importance"] or d["vectors"] or d["turns"] or d["summaries"]:
+    if d["memories"] or d["importance"] or d["vectors"] or d["turns"] or d["summaries"] or d["forgotten_records"]:
         click.echo(f"restored: {d['memories']} curated memories, importance of {d['importance']} chunk(s)"
                    + (f", {d['summaries']} session summaries" if d["summaries"] else "")
+                   + (f", {d['forgotten_records']} forgotten session(s) (not to be imported again)"
+                      if d["forgotten_records"] else "")
                    + (f", vectors of {d['vectors']} chunk(s), counts or vectors of {d['turns']} message(s)"
                       if d["vectors"] or d["turns"] else ""))
     if d["forgotten"]:
@@ -1402,8 +1404,8 @@ def pin(memory_id, off, agent, dsn):
 def export(agent, output, vectors, dsn):
     """Export all of an agent's memory that cannot be derived again to a JSONL file: its
     sessions and messages, its curated memories (pins, validity, what supersedes what), the
-    importance set by hand and the session summaries a model wrote (`summarize
-    --summarize-with`). `pyrecall import FILE` reads it back, into this database or another (a
+    importance set by hand, the session summaries a model wrote (`summarize --summarize-with`)
+    and which sessions were forgotten (`pyrecall forgotten`). `pyrecall import FILE` reads it back, into this database or another (a
     server, a Citus cluster, a newer pyrecall); importing it twice adds nothing.
 
     Chunks and extractive summaries are not exported (the destination derives them again); vectors and
@@ -1427,6 +1429,7 @@ def export(agent, output, vectors, dsn):
     click.echo(f"exported agent {agent!r}: {header['sessions']} session(s), {header['messages']} messages, "
                f"{header['memories']} curated memories, importance of {header['importance']} chunk(s)"
                + (f", {header['summaries']} session summaries by a model" if header.get("summaries") else "")
+               + (f", {header['forgotten']} forgotten session(s)" if header.get("forgotten") else "")
                + (f", vectors of {header['vectors']} chunk(s) and counts or vectors of {header['turns']} "
                   "message(s)" if vectors else "")
                + (f" to {output}" if output is not None else ""), err=True)

@@ -339,6 +339,36 @@ def test_a_models_summary_is_restored_unless_a_later_one_is_there(conn, db_url, 
         assert summary(dest)[0][2].endswith(': Written here after that.')
 
 
+def test_forgotten_sessions_travel_with_the_export(conn, db_url, other_url, tmp_path):
+    """A session forgotten at the source is forgotten at the destination: its transcript,
+    imported there, does not bring it back; a session the destination holds stays (an import
+    never deletes); a second import adds nothing."""
+    build(conn)
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        _sync.index(dest, [SESSIONS], agent_id=AGENT)              # the destination holds these
+        gone, kept = [r[0] for r in dest.execute(
+            "select session_id from recall.sessions where agent_id = %s order by started_at, session_id limit 2",
+            [AGENT])]
+        dest.execute("delete from recall.sessions where agent_id = %s and session_id = %s", [AGENT, gone])
+        dest.execute("delete from recall.forgotten_sessions where agent_id = %s", [AGENT])
+        for sid in (gone, kept):
+            conn.execute("delete from recall.sessions where agent_id = %s and session_id = %s", [AGENT, sid])
+        lines = write_export(db_url, tmp_path / "aria.jsonl")
+        assert lines[0]["forgotten"] == 2
+        assert sorted(x["session_id"] for x in lines if x.get("record") == "forgotten") == sorted([gone, kept])
+        report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT)
+        assert report.forgotten_records == 1                        # kept is held there: not recorded
+        assert [r[0] for r in dest.execute("select session_id from recall.forgotten_sessions "
+                                           "where agent_id = %s", [AGENT])] == [gone]
+        assert dest.execute("select count(*) from recall.sessions where agent_id = %s and session_id = %s",
+                            [AGENT, kept]).fetchone()[0] == 1
+        again = _sync.index(dest, [SESSIONS], agent_id=AGENT, full=True)
+        assert again.forgotten == 1 and again.inserted == 0
+        assert dest.execute("select count(*) from recall.messages where agent_id = %s and session_id = %s",
+                            [AGENT, gone]).fetchone()[0] == 0
+        assert _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id=AGENT, full=True).forgotten_records == 0
+
+
 def test_save_summary_checks_its_arguments(conn):
     build(conn)
     sid = conn.execute("select session_id from recall.sessions where agent_id = %s and summary_model = 'extractive'",
@@ -408,7 +438,7 @@ def test_import_records_checks_its_arguments(conn):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
             conn.execute("select * from recall.import_records(%s, %s)", [agent, records])
     assert conn.execute("select count(*) from recall.chunks").fetchone()[0] == 0
-    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0, 0, 0, 0)
+    assert conn.execute("select * from recall.import_records(%s, '[]')", [AGENT]).fetchone() == (0, 0, 0, 0, 0, 0)
 
 
 def test_the_export_of_an_agent_role_is_its_own(conn, db_url, roles):  # noqa: F811 (a fixture)

@@ -9,7 +9,8 @@ for the session, taken from the first line that has them: ``title``, ``project``
 An export of ``pyrecall export`` (recall.export_agent) is such a file with two more kinds of
 line: its header (``{"pyrecall_export": 1, ...}``) and records, ``{"record": "memory", ...}``
 (a curated memory), ``{"record": "importance", ...}`` (a chunk's importance set by hand),
-``{"record": "summary", ...}`` (a session summary a model wrote) and, exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
+``{"record": "summary", ...}`` (a session summary a model wrote), ``{"record": "forgotten", ...}``
+(a session deleted, not to be stored again) and, exported with ``--vectors``, ``{"record": "vector", ...}`` (a chunk's vector) and
 ``{"record": "turn", ...}`` (a message's token counts and own vector), handed to the importer in
 ``ParseResult.records`` (restored by recall.import_records once the messages are stored). A
 record that cannot be restored is reported and left out. ``keep_records=False`` keeps only the
@@ -207,9 +208,18 @@ def _summary_problem(obj: dict) -> str | None:
     return None
 
 
+def _forgotten_problem(obj: dict) -> str | None:
+    if id_or_none(obj.get("session_id")) is None:
+        return "without session_id"
+    if not parse_time(obj.get("forgotten_at"))[1] or obj.get("forgotten_at") is None:
+        return "without a readable forgotten_at"
+    return None
+
+
 _PROBLEMS = {"memory": _memory_problem, "importance": _importance_problem, "vector": _vector_problem,
-             "turn": _turn_problem, "summary": _summary_problem}
-STREAMED = ("importance", "vector", "turn", "summary")   # what record_batches gives (memories: parse)
+             "turn": _turn_problem, "summary": _summary_problem, "forgotten": _forgotten_problem}
+# what record_batches gives (memories: parse)
+STREAMED = ("importance", "vector", "turn", "summary", "forgotten")
 
 
 def _count(value: Any, least: int) -> bool:

@@ -25,6 +25,8 @@
 --      again by `pyrecall summarize`): {"record": "summary", session_id, summary, summary_model,
 --      summary_at}, with vectors => true also its chunk's embedding, embedding_model, n_tokens
 --      and content_md5;
+--   4c. each session forgotten (recall.forgotten_sessions: deleted, not to be stored again from
+--      a transcript that still holds it): {"record": "forgotten", session_id, forgotten_at};
 --   5. with vectors => true only: each embedded transcript chunk's vector, {"record": "vector",
 --      session_id, chunk_kind, first_external_id, part, content_md5 (of the chunk's text: the
 --      destination derives its chunks again, and a vector is given only to the same text),
@@ -66,6 +68,7 @@ declare
   n_memories bigint;
   n_importance bigint;
   n_summaries bigint;
+  n_forgotten bigint;
   n_vectors bigint := 0;
   n_turns bigint := 0;
 begin
@@ -86,6 +89,8 @@ begin
   select count(*) into n_summaries
   from recall.sessions s
   where s.agent_id = export_agent.agent_id and s.summary is not null and s.summary_model <> 'extractive';
+  select count(*) into n_forgotten
+  from recall.forgotten_sessions f where f.agent_id = export_agent.agent_id;
   if vectors then
     select count(*) into n_vectors
     from recall.chunks c
@@ -100,7 +105,8 @@ begin
     jsonb_build_object('pyrecall_export', 1, 'agent_id', agent_id, 'exported_at', now(),
                        'sessions', n_sessions, 'messages', n_messages,
                        'memories', n_memories, 'importance', n_importance,
-                       'summaries', n_summaries, 'vectors', case when vectors then n_vectors end,
+                       'summaries', n_summaries, 'forgotten', n_forgotten,
+                       'vectors', case when vectors then n_vectors end,
                        'turns', case when vectors then n_turns end));
 
   -- the messages, each session's first line with the session
@@ -166,6 +172,14 @@ begin
   where s.agent_id = export_agent.agent_id and s.summary is not null and s.summary_model <> 'extractive'
   order by s.started_at, s.session_id;
 
+  -- the sessions forgotten
+  return query
+  select jsonb_build_object('record', 'forgotten', 'agent_id', f.agent_id, 'session_id', f.session_id,
+                            'forgotten_at', f.forgotten_at)
+  from recall.forgotten_sessions f
+  where f.agent_id = export_agent.agent_id
+  order by f.forgotten_at, f.session_id;
+
   if not vectors then
     return;
   end if;
@@ -200,8 +214,9 @@ and the counts of what follows}, then each message (sessions by started_at, mess
 line of the generic JSONL format `pyrecall import` reads, the session's title, project, branch,
 started_at, ended_at and session_metadata on its first line; then each curated memory
 ({"record": "memory", ...}, oldest first), each transcript chunk whose importance was set by
-hand ({"record": "importance", ...}) and each session summary a model wrote ({"record":
-"summary", ...}: recall.save_summary). vectors => true (`pyrecall export --vectors`) adds each
+hand ({"record": "importance", ...}), each session summary a model wrote ({"record":
+"summary", ...}: recall.save_summary) and each session forgotten ({"record": "forgotten", ...}:
+recall.forgotten_sessions). vectors => true (`pyrecall export --vectors`) adds each
 embedded transcript chunk's vector with its model, token count and the md5 of its text
 ({"record": "vector", ...}), each text message's counts and own vector ({"record": "turn", ...})
 and each memory's and model summary's vector, so that the destination need not embed again. Not
@@ -233,19 +248,19 @@ exception when others then    -- not a vector's text (a file edited by hand): no
 end
 $$;
 
--- import_records: see the COMMENT below (its first released shape returned no summaries: dropped
--- to be made again)
+-- import_records: see the COMMENT below (its earlier released shapes returned no summaries, no
+-- forgotten: dropped to be made again)
 do $$
 begin
   if exists (select from pg_proc p
              where p.oid = to_regprocedure('recall.import_records(text, jsonb)')
-               and not ('summaries' = any (p.proargnames))) then
+               and not ('forgotten' = any (p.proargnames))) then
     drop function recall.import_records(text, jsonb);
   end if;
 end
 $$;
 create or replace function recall.import_records(agent_id text, records jsonb)
-returns table (memories int, importance int, vectors int, turns int, summaries int)
+returns table (memories int, importance int, vectors int, turns int, summaries int, forgotten int)
 language plpgsql volatile security invoker
 set search_path to pg_catalog, public, pg_temp
 as $$
@@ -269,6 +284,7 @@ declare
   n_vectors int := 0;
   n_turns int := 0;
   n_summaries int := 0;
+  n_forgotten int := 0;
   here_model text;
   here_summary text;
   here_at timestamptz;
@@ -449,7 +465,24 @@ begin
     get diagnostics n = row_count;
     n_vectors := n_vectors + n;
   end loop;
-  return query select n_memories, n_importance, n_vectors, n_turns, n_summaries;
+  -- a session forgotten there: recorded, unless this database holds the session (an import
+  -- adds, it never deletes)
+  for r in
+    select x.value from jsonb_array_elements(records) as x
+    where x.value->>'record' = 'forgotten'
+  loop
+    continue when coalesce(r->>'session_id', '') = ''
+               or r->>'session_id' = 'memories:' || import_records.agent_id;
+    continue when exists (select from recall.sessions s
+                          where s.agent_id = import_records.agent_id and s.session_id = r->>'session_id');
+    insert into recall.forgotten_sessions (agent_id, session_id, forgotten_at)
+    values (import_records.agent_id, r->>'session_id',
+            coalesce((r->>'forgotten_at')::timestamptz, now()))
+    on conflict on constraint forgotten_sessions_pkey do nothing;
+    get diagnostics n = row_count;
+    n_forgotten := n_forgotten + n;
+  end loop;
+  return query select n_memories, n_importance, n_vectors, n_turns, n_summaries, n_forgotten;
 end
 $$;
 
@@ -467,7 +500,9 @@ export gives (a destination chunking otherwise embeds its own chunks); {"record"
 message's n_tokens, date_tokens and own vector where it has none; {"record": "summary"}: a
 session's summary written by a model, kept as recall.save_summary keeps it (summary_at: now)
 unless the session has that summary, or a model's made after the record's summary_at, already;
-its chunk's vector as a chunk's (counted in vectors); returned in summaries. A vector not of this
+its chunk's vector as a chunk's (counted in vectors); returned in summaries; {"record":
+"forgotten"}: the session recorded as forgotten (recall.forgotten_sessions: a transcript that
+holds it does not store it) unless this database holds it; returned in forgotten. A vector not of this
 database's dimension (recall.config embedding_dim), all zeros or unreadable is not stored (that
 chunk stays pending). Other records are ignored. Errors: agent_id missing, records not a JSON array, a memory
 without kind, text or valid_from: 22023 (nothing of the call is kept).
