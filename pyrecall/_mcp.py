@@ -291,6 +291,9 @@ class ContextOut(BaseModel):
 
 class RememberOut(BaseModel):
     id: int = Field(description="The new memory's id.")
+    redacted: list[str] = Field(default_factory=list, description=(
+        "The kinds of credential found in content and stored replaced (api_key, private_key, ...): "
+        "memory never keeps a credential."))
 
 
 class ForgetOut(BaseModel):
@@ -627,10 +630,12 @@ def build_server(backend: Backend) -> RecallServer:
         with backend.client() as r:
             memory_id = r.remember(agent, content, kind=kind, importance=importance,
                                    project=project, supersedes=supersedes, pin=pin)
+            redacted = [p for (p,) in r.conn.execute("select pattern from recall.secrets_in(%s)", [content])]
         text = (f"remembered: memory {memory_id}"
                 + (f", replacing memory {supersedes}" if supersedes else "")
-                + (", pinned" if pin else ""))
-        return _result(text, RememberOut(id=memory_id))
+                + (", pinned" if pin else "")
+                + (f" (stored with credentials replaced: {', '.join(redacted)})" if redacted else ""))
+        return _result(text, RememberOut(id=memory_id, redacted=redacted))
 
     def memories(
         project: Annotated[str | None, Field(description="Only those of this project (and of "

@@ -1320,13 +1320,15 @@ def remember(text, agent, kind, importance, supersedes, pin, project, no_embed, 
     try:
         memory_id = r.remember(agent, text, kind=kind, importance=importance, project=project,
                                supersedes=supersedes, pin=pin, embed=not no_embed)
+        redacted = [p for (p,) in r.conn.execute("select pattern from recall.secrets_in(%s)", [text])]
     finally:
         r.close()
     if as_json:
-        click.echo(json.dumps({"id": memory_id}))
+        click.echo(json.dumps({"id": memory_id, "redacted": redacted}))
     else:
         extra = f", superseding {supersedes}" if supersedes is not None else ""
-        click.echo(f"remembered memory {memory_id} ({kind}{', pinned' if pin else ''}{extra})")
+        click.echo(f"remembered memory {memory_id} ({kind}{', pinned' if pin else ''}{extra})"
+                   + (f"; stored with credentials replaced: {', '.join(redacted)}" if redacted else ""))
 
 
 @main.command()

@@ -334,6 +334,21 @@ def test_pinned_memories_open_the_context(memories):
     assert markdown.index("Pinned") < markdown.index("nice -n 10") < markdown.index("docker compose")
 
 
+def test_a_credential_told_to_remember_is_stored_replaced_and_said(memories, conn):
+    key = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"
+
+    async def scenario(c):
+        return (await c.call_tool("remember", {"content": f"The CI token is {key}.", "kind": "fact"}),
+                await c.call_tool("remember", {"content": "CI runs on the self-hosted runner.", "kind": "fact"}))
+
+    told, plain = drive(memories, "A", scenario)
+    assert told.structured_content["redacted"] == ["github_token"]
+    assert text(told).endswith("(stored with credentials replaced: github_token)")
+    assert plain.structured_content["redacted"] == []
+    assert conn.execute("select content from recall.chunks where chunk_id = %s",
+                        [told.structured_content["id"]]).fetchone()[0] == "The CI token is [REDACTED:github_token]."
+
+
 def test_recall_and_sessions_keep_to_one_source_agent(memories):
     """A memory holding several agents' or apps' sessions (Codex beside Claude Code, a ChatGPT
     export): recall and sessions keep to the one named."""

@@ -278,3 +278,7 @@ def test_cli_secrets(db_url, conn):
     assert "next: pyrecall embed" in out.stdout
     out = runner.invoke(main, ["secrets", "redact", "--agent-id", "ci", "--dsn", db_url])
     assert out.stdout.strip() == "no credential found in the memory of agent 'ci'"
+    out = runner.invoke(main, ["remember", f"CI uses {GITHUB}", "--no-embed", "--json", "--agent-id", "ci",
+                               "--dsn", db_url])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["redacted"] == ["github_token"]
