@@ -289,8 +289,18 @@ class ContextOut(BaseModel):
     source: str
 
 
+class SimilarMemory(BaseModel):
+    id: int
+    kind: str
+    content: str
+    similarity: float = Field(description="Cosine similarity to the memory just stored (0.6 and up).")
+
+
 class RememberOut(BaseModel):
     id: int = Field(description="The new memory's id.")
+    similar: list[SimilarMemory] = Field(default_factory=list, description=(
+        "The current memories most like this one: the same fact said before, or an older value "
+        "of it: forget the repeat, or remember again with supersedes=ID to correct the old one."))
     redacted: list[str] = Field(default_factory=list, description=(
         "The kinds of credential found in content and stored replaced (api_key, private_key, ...): "
         "memory never keeps a credential."))
@@ -631,11 +641,18 @@ def build_server(backend: Backend) -> RecallServer:
             memory_id = r.remember(agent, content, kind=kind, importance=importance,
                                    project=project, supersedes=supersedes, pin=pin)
             redacted = [p for (p,) in r.conn.execute("select pattern from recall.secrets_in(%s)", [content])]
+            similar = [SimilarMemory(id=m["memory_id"], kind=m["memory_kind"], content=m["content"],
+                                     similarity=round(m["similarity"], 3))
+                       for m in r.similar_memories(agent, memory_id=memory_id, project=project)]
         text = (f"remembered: memory {memory_id}"
                 + (f", replacing memory {supersedes}" if supersedes else "")
                 + (", pinned" if pin else "")
                 + (f" (stored with credentials replaced: {', '.join(redacted)})" if redacted else ""))
-        return _result(text, RememberOut(id=memory_id, redacted=redacted))
+        if similar:
+            text += ("\nsimilar memories (a repeat? forget it; an older value? remember again with "
+                     "supersedes=ID):" + "".join(f"\n  #{m.id} ({m.similarity:.2f}) {m.kind}: {m.content}"
+                                                  for m in similar))
+        return _result(text, RememberOut(id=memory_id, redacted=redacted, similar=similar))
 
     def memories(
         project: Annotated[str | None, Field(description="Only those of this project (and of "

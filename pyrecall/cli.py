@@ -1307,7 +1307,9 @@ MEMORY_KINDS = ["note", "fact", "decision", "preference"]
 @handle_errors
 def remember(text, agent, kind, importance, supersedes, pin, project, no_embed, as_json, model, dsn):
     """Keep a memory: a note, fact, decision or preference the agent will recall (ranked with
-    its past sessions by recall; pinned ones open every session's context).
+    its past sessions by recall; pinned ones open every session's context). The memories most
+    like it are shown after (recall.similar_memories): one you repeated, or an older value to
+    supersede.
 
     \b
     Examples:
@@ -1321,14 +1323,20 @@ def remember(text, agent, kind, importance, supersedes, pin, project, no_embed, 
         memory_id = r.remember(agent, text, kind=kind, importance=importance, project=project,
                                supersedes=supersedes, pin=pin, embed=not no_embed)
         redacted = [p for (p,) in r.conn.execute("select pattern from recall.secrets_in(%s)", [text])]
+        similar = r.similar_memories(agent, memory_id=memory_id, project=project)
     finally:
         r.close()
     if as_json:
-        click.echo(json.dumps({"id": memory_id, "redacted": redacted}))
+        click.echo(json.dumps({"id": memory_id, "redacted": redacted, "similar": similar}, default=str))
     else:
         extra = f", superseding {supersedes}" if supersedes is not None else ""
         click.echo(f"remembered memory {memory_id} ({kind}{', pinned' if pin else ''}{extra})"
                    + (f"; stored with credentials replaced: {', '.join(redacted)}" if redacted else ""))
+        if similar:
+            click.echo("similar memories (a repeat: `pyrecall forget --memory ID`; an older value: "
+                       "remember again with --supersedes ID):")
+            for m in similar:
+                click.echo(f"  #{m['memory_id']} ({m['similarity']:.2f}) {m['memory_kind']}: {m['content']}")
 
 
 @main.command()

@@ -166,6 +166,10 @@ EXPAND_SQL = "select * from recall.expand(%s, %s, %s, %s)"
 FORGET_SESSIONS_SQL = ("select * from recall.forget_sessions(%(agent_id)s, %(before)s, %(project)s, "
                        "%(keep_marked)s, %(dry_run)s)")
 REDACT_STORED_SQL = "select * from recall.redact_stored(%s, %s)"
+SIMILAR_MEMORIES_SQL = "select * from recall.similar_memories(%s, %s::vector, %s, %s, %s)"
+# (the memory's own vector, read in the call's argument: no second embedding of its text)
+SIMILAR_TO_MEMORY_SQL = ("select * from recall.similar_memories(%s, (select c.embedding from recall.chunks c "
+                         "where c.agent_id = %s and c.chunk_id = %s), %s, %s, %s, exclude_id => %s)")
 FORGOTTEN_SQL = ("select session_id, forgotten_at from recall.forgotten_sessions where agent_id = %s "
                  "order by forgotten_at desc, session_id")
 UNFORGET_SQL = "select * from recall.unforget_sessions(%s, %s) order by session_id"
@@ -866,6 +870,23 @@ class Recall:
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
 
+    def similar_memories(self, agent_id: str, *, memory_id: int | None = None, content: str | None = None,
+                         project: str | None = None, min_similarity: float = 0.6, k: int = 3) -> list[dict]:
+        """The agent's current memories like one of its memories (``memory_id``: by its stored
+        vector, itself left out) or like ``content`` (embedded now), most similar first
+        (recall.similar_memories): memory_id, memory_kind, content, similarity, pinned.
+        What an agent checks after remembering, to see what it may repeat or correct. Empty
+        when there is no vector to compare (a memory not embedded yet)."""
+        if (memory_id is None) == (content is None):
+            raise ConfigError("give memory_id or content")
+        if memory_id is not None:
+            sql_, args = SIMILAR_TO_MEMORY_SQL, [_text(agent_id), _text(agent_id), memory_id, _text(project),
+                                                  min_similarity, k, memory_id]
+        else:
+            vector, _ = self._memory_embedding(content, agent_id)
+            sql_, args = SIMILAR_MEMORIES_SQL, [_text(agent_id), vector, _text(project), min_similarity, k]
+        return _dicts(self.conn.execute(sql_, args))
+
     def forget_memory(self, agent_id: str, memory_id: int) -> int:
         """Delete one memory of the agent (recall.forget_memory); NotFoundError when it is
         unknown or another agent's."""
@@ -1375,6 +1396,20 @@ class AsyncRecall:
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
         return (await cur.fetchone())[0]
+
+    async def similar_memories(self, agent_id: str, *, memory_id: int | None = None, content: str | None = None,
+                               project: str | None = None, min_similarity: float = 0.6, k: int = 3) -> list[dict]:
+        """See :meth:`Recall.similar_memories`."""
+        if (memory_id is None) == (content is None):
+            raise ConfigError("give memory_id or content")
+        if memory_id is not None:
+            sql_, args = SIMILAR_TO_MEMORY_SQL, [_text(agent_id), _text(agent_id), memory_id, _text(project),
+                                                  min_similarity, k, memory_id]
+        else:
+            vector = _usable((await self.embedder.aembed([_text(content)]))[0])
+            sql_, args = SIMILAR_MEMORIES_SQL, [_text(agent_id), vector, _text(project), min_similarity, k]
+        description, rows = await self._fetch(sql_, args)
+        return _dicts(_Fetched(description, rows))
 
     async def forget_memory(self, agent_id: str, memory_id: int) -> int:
         """See :meth:`Recall.forget_memory`."""

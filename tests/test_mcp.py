@@ -349,6 +349,25 @@ def test_a_credential_told_to_remember_is_stored_replaced_and_said(memories, con
                         [told.structured_content["id"]]).fetchone()[0] == "The CI token is [REDACTED:github_token]."
 
 
+def test_remember_shows_the_memories_it_may_repeat_or_correct(memories):
+    """With the local model: an update of a preference is shown the memory it changes (to pass
+    supersedes), another fact of the project is not shown it."""
+    async def scenario(c):
+        tabs = await c.call_tool("remember", {"content": "The user prefers tabs for indentation.",
+                                              "kind": "preference"})
+        spaces = await c.call_tool("remember", {"content": "The user now prefers four spaces for indentation.",
+                                                "kind": "preference"})
+        other = await c.call_tool("remember", {"content": "Pull requests need one approval.", "kind": "fact"})
+        return tabs, spaces, other
+
+    tabs, spaces, other = drive(memories, "A", scenario)
+    first = tabs.structured_content["id"]
+    assert [m["id"] for m in spaces.structured_content["similar"]] == [first]
+    assert spaces.structured_content["similar"][0]["similarity"] >= 0.6
+    assert f"#{first} (" in text(spaces) and "supersedes=ID" in text(spaces)
+    assert tabs.structured_content["similar"] == [] and other.structured_content["similar"] == []
+
+
 def test_recall_and_sessions_keep_to_one_source_agent(memories):
     """A memory holding several agents' or apps' sessions (Codex beside Claude Code, a ChatGPT
     export): recall and sessions keep to the one named."""

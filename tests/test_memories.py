@@ -7,6 +7,7 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import psycopg
 import pytest
 from fake_embedder import FakeEmbedder
@@ -430,3 +431,29 @@ def test_render_context_public_helper(client):
     listed = render_context(client.recall("aria", "risotto dinner"), heading="## Memory")
     assert listed.startswith("## Memory\n- ") and "### " not in listed
     assert render_context(RecallResult("q", [], "keyword")) == ""
+
+
+def test_similar_memories_by_their_vectors(conn):
+    """recall.similar_memories (vectors set by the test: SQL logic): current memories of the
+    agent only, at or above the bar, of the project or of none, the memory itself left out,
+    most similar first; a memory not embedded compares with nothing."""
+    def vec(*xs):
+        v = np.zeros(384, dtype=np.float32)
+        v[:len(xs)] = xs
+        return str((v / np.linalg.norm(v)).tolist())
+    rem = "select recall.remember(%s, %s, 'fact', project => %s, embedding => %s::vector)"
+    tabs = conn.execute(rem, ["A", "Indent with tabs", None, vec(1, 0.1)]).fetchone()[0]
+    spaces = conn.execute(rem, ["A", "Indent with four spaces", "api", vec(1, 0.3)]).fetchone()[0]
+    web = conn.execute(rem, ["A", "Indent with two spaces", "web", vec(1, 0.2)]).fetchone()[0]
+    conn.execute(rem, ["A", "Deploy on Tuesdays", None, vec(0, 1)])
+    conn.execute(rem, ["B", "Indent with tabs too", None, vec(1, 0.1)])
+    old = conn.execute(rem, ["A", "Indent with three spaces", None, vec(1, 0.15)]).fetchone()[0]
+    conn.execute("select recall.remember('A', 'Indent with three tabs', 'fact', supersedes => %s)", [old])
+    q = "select memory_id, similarity > 0.9 from recall.similar_memories('A', %s::vector, %s, exclude_id => %s)"
+    assert [r[0] for r in conn.execute(q, [vec(1, 0.1), "api", tabs]).fetchall()] == [spaces]
+    assert [r[0] for r in conn.execute(q, [vec(1, 0.1), None, None]).fetchall()] == [tabs, web, spaces]
+    assert conn.execute("select count(*) from recall.similar_memories('A', %s::vector, k => 1)",
+                        [vec(1, 0.1)]).fetchone()[0] == 1
+    assert conn.execute("select count(*) from recall.similar_memories('A', null)").fetchone()[0] == 0
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="k must be between 1 and 100"):
+        conn.execute("select * from recall.similar_memories('A', %s::vector, k => 0)", [vec(1)])
