@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,9 +35,9 @@ from psycopg.types.json import Jsonb
 
 from . import _db, _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
-from .importers import PARSERS, detect_format, jsonl
+from .importers import PARSERS, STREAMING, detect_format, jsonl
 from .importers._detect import SUFFIXES
-from .importers._records import Problem
+from .importers._records import Problem, Session
 
 HEAD_BYTES = 64 * 1024
 LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
@@ -351,7 +351,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         # an export's records other than memories are read again in batches once its messages
         # are stored (jsonl.record_batches): not all of a file's vectors in memory at once
         parsed = (jsonl.parse(path, start_offset=start, keep_records=False) if fmt == "jsonl"
-                  else PARSERS[fmt](path, start_offset=start))
+                  else _parser(fmt)(path, start_offset=start))
         result.format, result.start_offset, result.end_offset = fmt, start, parsed.end_offset
         result.problems = parsed.problems
         if start and parsed.end_offset < start:  # the parser found the file shorter: reread
@@ -379,7 +379,15 @@ def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: s
            result: FileResult) -> _ingest.IngestReport:
     """A parsed file's sessions ingested and an export's records restored (those left in the file
     read again in batches), added to ``result``; in the caller's transaction."""
-    ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
+    if parsed.session_stream is None:
+        ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
+        agents = {s.agent_id or agent_id for s in parsed.sessions if s.messages}
+    else:
+        # stored as they are read, a batch at a time (a chat app's export of gigabytes)
+        ingested, agents = _ingest.IngestReport(), set()
+        for batch in _batches(parsed.session_stream):
+            ingested += _ingest.ingest(conn, batch, agent_id=agent_id)
+            agents |= {s.agent_id or agent_id for s in batch}
     restored = _restore(conn, parsed.records, agent_id)
     if parsed.streamed:
         for batch in jsonl.record_batches(path, start, parsed.end_offset, RECORDS_PER_CALL):
@@ -387,9 +395,29 @@ def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: s
     for name, n in zip(("memories", "importance", "vectors", "turns", "summaries", "forgotten_records"), restored,
                        strict=True):
         setattr(result, name, getattr(result, name) + n)
-    result.agents |= ({s.agent_id or agent_id for s in parsed.sessions if s.messages}
-                      | {r.get("agent_id") or agent_id for r in parsed.records})
+    result.agents |= agents | {r.get("agent_id") or agent_id for r in parsed.records}
     return ingested
+
+
+SESSION_BATCH_MESSAGES = 10_000   # a streamed file's sessions are stored this many messages at a time
+
+
+def _batches(sessions: Iterator[Session]) -> Iterator[list[Session]]:
+    batch: list[Session] = []
+    n = 0
+    for s in sessions:
+        batch.append(s)
+        n += len(s.messages)
+        if n >= SESSION_BATCH_MESSAGES:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
+
+
+def _parser(fmt: str):
+    """The parser `pyrecall import` uses for a format: the streaming one where there is one."""
+    return STREAMING.get(fmt) or PARSERS[fmt]
 
 
 def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int, mtime: datetime,
@@ -420,9 +448,10 @@ def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int
             if fmt is None:
                 result.problems.append(Problem(shown, None, "not a transcript (skipped)"))
                 continue
-            parsed = (jsonl.parse(member, keep_records=False) if fmt == "jsonl" else PARSERS[fmt](member))
-            result.problems += [Problem(shown, p.line, p.reason) for p in parsed.problems]
+            parsed = (jsonl.parse(member, keep_records=False) if fmt == "jsonl" else _parser(fmt)(member))
             ingested = _store(conn, member, 0, parsed, agent_id, result)
+            # (after the store: a streamed member's problems are found as it is read)
+            result.problems += [Problem(shown, p.line, p.reason) for p in parsed.problems]
             result.sessions += ingested.sessions
             result.messages += ingested.messages
             result.inserted += ingested.inserted

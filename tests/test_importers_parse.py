@@ -1304,3 +1304,83 @@ def detect_format_safely(data: bytes) -> None:
         path = Path(tmp, "x.json")
         path.write_bytes(data)
         assert detect_format(path) in (None, *FORMATS)
+
+
+# ---- a chat app's export read a piece at a time (ArrayItems): what the whole-document reader gives
+
+def _sessions_and_problems(result):
+    return ([(s.session_id, s.title, s.started_at, s.ended_at, s.metadata,
+              [(m.external_id, m.role, m.kind, m.content, m.created_at, m.metadata) for m in s.messages])
+             for s in result.sessions],
+            # (sorted: the whole reader tells a JSON error first, the streaming one where it meets it)
+            sorted((p.reason, p.line or 0) for p in result.problems))
+
+
+def _same(streamed, read_whole) -> bool:
+    """Equal, but that the streaming reader knows the line of an item that is no object or list,
+    where the whole reader says None (0 here), and tells no repair of bytes after a damage."""
+    (s_sessions, s_problems), (w_sessions, w_problems) = streamed, read_whole
+    if any(r.startswith("invalid JSON") for r, _ in s_problems):
+        # the streaming reader reads nothing after the damage: a byte repaired there is not seen
+        told = {r for r, _ in s_problems}
+        w_problems = [(r, n) for r, n in w_problems if r in told or r not in (
+            "NUL bytes removed", "invalid UTF-8 replaced by U+FFFD")]
+    return s_sessions == w_sessions and len(s_problems) == len(w_problems) and all(
+        sr == wr and (sl == wl or wl == 0) for (sr, sl), (wr, wl) in zip(s_problems, w_problems, strict=True))
+
+
+def _both_readers(data: bytes, parse, whole, piece: int, monkeypatch):
+    """The sessions and problems of the streaming parser, its pieces ``piece`` bytes, and of the
+    reader of the whole document, over the same bytes."""
+    from pyrecall.importers import _read
+    monkeypatch.setattr(_read.ArrayItems, "PIECE", piece)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "conversations.json")
+        path.write_bytes(data)
+        return _sessions_and_problems(parse(path)), _sessions_and_problems(whole(path))
+
+
+@pytest.mark.parametrize("piece", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("path", [CHATGPT, CLAUDE_AI], ids=["chatgpt", "claude_ai"])
+def test_a_streamed_export_is_the_document_read_whole(path, piece, monkeypatch):
+    """Read a piece at a time (a UTF-8 character and a JSON item cut between pieces) or whole:
+    the same sessions and problems; also with NUL bytes, invalid UTF-8, a file cut off, junk
+    between conversations, trailing junk, an empty list and no list."""
+    parse = chat_archives.parse_chatgpt if path == CHATGPT else chat_archives.parse_claude_ai
+    fmt, fits, make = ((chat_archives.CHATGPT, chat_archives.is_chatgpt, chat_archives._chatgpt_session)
+                       if path == CHATGPT else
+                       (chat_archives.CLAUDE_AI, chat_archives.is_claude_ai, chat_archives._claude_ai_session))
+    whole = lambda p: chat_archives._parse(p, fmt, fits, make)  # noqa: E731
+    data = path.read_bytes().replace(b"Postgres", "Postgrés ✓".encode()).replace(b"rate", "rätë".encode())
+    cut = data.index(b"},", len(data) // 2) + 2
+    variants = [data, data[:len(data) * 2 // 3], data[:cut] + b" oops " + data[cut:], data + b"\n] extra",
+                data.replace(b"connection", b"conn\x00ection", 1), data.replace("✓".encode(), b"\xff\xfe", 1),
+                b"[]", b"  [ ] ", b"", b"{}", b"[{\"id\": 1}"]
+    for variant in variants:
+        streamed, read_whole = _both_readers(variant, parse, whole, piece, monkeypatch)
+        assert _same(streamed, read_whole), (variant[:80], streamed[1], read_whole[1])
+    assert _both_readers(data, parse, whole, piece, monkeypatch)[0][0]    # sessions were read
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_streamed_exports_are_the_document_read_whole(data):
+    from pyrecall.importers import _read
+    piece = data.draw(st.sampled_from([1, 3, 16, 1 << 20]))
+    old = _read.ArrayItems.PIECE
+    _read.ArrayItems.PIECE = piece
+    try:
+        for path, parse, fmt, fits, make in [
+                (CHATGPT, chat_archives.parse_chatgpt, chat_archives.CHATGPT, chat_archives.is_chatgpt,
+                 chat_archives._chatgpt_session),
+                (CLAUDE_AI, chat_archives.parse_claude_ai, chat_archives.CLAUDE_AI, chat_archives.is_claude_ai,
+                 chat_archives._claude_ai_session)]:
+            sample = data.draw(mutated(path.read_bytes()))
+            with tempfile.TemporaryDirectory() as tmp:
+                p = Path(tmp, "conversations.json")
+                p.write_bytes(sample)
+                streamed, read_whole = (_sessions_and_problems(parse(p)),
+                                        _sessions_and_problems(chat_archives._parse(p, fmt, fits, make)))
+                assert _same(streamed, read_whole), (streamed[1], read_whole[1])
+    finally:
+        _read.ArrayItems.PIECE = old

@@ -9,13 +9,14 @@ Parsing only; writing the records to the database is the ingestion layer's work.
 """
 
 from . import chat_archives, claude_code, codex, discord, gemini, jsonl, openai_chat
-from ._detect import FORMATS, PARSERS, detect_format, iter_files, parse_any
+from ._detect import FORMATS, PARSERS, STREAMING, detect_format, iter_files, parse_any
 from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
 
 __all__ = [
     "FORMATS",
     "KINDS",
     "PARSERS",
+    "STREAMING",
     "ROLES",
     "Message",
     "ParseResult",

@@ -23,6 +23,12 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "chatgpt": chat_archives.parse_chatgpt,
     "claude_ai": chat_archives.parse_claude_ai,
 }
+# the parsers that give their sessions as the file is read (ParseResult.session_stream): what
+# `pyrecall import` uses for these formats, whose files can be gigabytes
+STREAMING: dict[str, Callable[..., ParseResult]] = {
+    "chatgpt": chat_archives.stream_chatgpt,
+    "claude_ai": chat_archives.stream_claude_ai,
+}
 FORMATS = tuple(PARSERS)
 SUFFIXES = (".jsonl", ".json")
 _HEAD = 1 << 20  # enough to see the first lines, or the keys before a document's messages

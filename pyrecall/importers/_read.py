@@ -4,6 +4,7 @@ timestamps, and values made storable in PostgreSQL."""
 from __future__ import annotations
 
 import bisect
+import codecs
 import hashlib
 import json
 import os
@@ -254,6 +255,149 @@ def read_text(path: Path, problems: list[Problem]) -> tuple[str, int]:
         problems.append(Problem(str(path), line, "invalid UTF-8 replaced by U+FFFD"))
         text = data.decode("utf-8", "replace")
     return text.lstrip("\ufeff"), size
+
+
+class ArrayItems:
+    """The items of a JSON document that is an array, read from the file a piece at a time:
+    memory holds the piece being read (at least the largest item), not the document, so a data
+    export of gigabytes is read in the memory one of its conversations takes.
+
+    ``streamed`` is False when the document is no array (one object, a scalar, empty): the
+    caller reads it whole (:func:`read_document`). Iterating gives ``(item, line)`` for each
+    complete item in order; where the JSON breaks (a file cut off, junk) the items before it
+    have been given and ``problems`` gets "invalid JSON: ..." at its line, as :class:`JsonDoc`
+    says it. NUL bytes and invalid UTF-8 are repaired and reported as :func:`read_text` does.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkstemp()[1]); _ = f.write_text('[{"a": 1}, {"b": 2}, {"c"')
+    >>> items = ArrayItems(f, []); [x for x in items], [(p.line, p.reason) for p in items.problems]
+    ([({'a': 1}, 1), ({'b': 2}, 1)], [(1, "invalid JSON: Expecting ':' delimiter")])
+    """
+
+    PIECE = 1 << 20
+
+    def __init__(self, path: Path, problems: list[Problem]):
+        self.path, self.problems = path, problems
+        try:
+            self.size = path.stat().st_size
+            self._file = open(path, "rb")  # noqa: SIM115 (closed when read to its end, or by close())
+        except OSError as exc:
+            raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._raw_lines = 0          # newlines in the bytes read so far (where a repair is reported)
+        self._nul = self._bad_utf8 = False
+        self._eof = False
+        self._buf, self._pos = "", 0
+        self._line, self._line_pos = 1, 0    # the line at self._line_pos of the buffer
+        self._more(self.PIECE)
+        self._buf = self._buf.lstrip("\ufeff")
+        self._skip()
+        self.streamed = self._buf.startswith("[", self._pos)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _more(self, n: int) -> bool:
+        """Read up to n more bytes into the buffer; False at the end of the file."""
+        if self._eof:
+            return False
+        raw = self._file.read(n)
+        self._eof = len(raw) < n
+        got = bool(raw)
+        if b"\x00" in raw:
+            if not self._nul:
+                line = self._raw_lines + raw.count(b"\n", 0, raw.index(b"\x00")) + 1
+                self.problems.append(Problem(str(self.path), line, "NUL bytes removed"))
+                self._nul = True
+            raw = raw.replace(b"\x00", b"")
+        try:
+            text = self._decoder.decode(raw, final=self._eof)
+        except UnicodeDecodeError as exc:
+            line = self._raw_lines + raw.count(b"\n", 0, max(exc.start - len(self._decoder.getstate()[0]), 0)) + 1
+            if not self._bad_utf8:
+                self.problems.append(Problem(str(self.path), line, "invalid UTF-8 replaced by U+FFFD"))
+                self._bad_utf8 = True
+            pending = self._decoder.getstate()[0]
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            text = self._decoder.decode(pending + raw, final=self._eof)
+        self._raw_lines += raw.count(b"\n")
+        self._buf += text
+        if self._eof:
+            self._file.close()
+        return got
+
+    def _skip(self) -> None:
+        """Past white space, reading more as needed."""
+        while True:
+            self._pos = _WS.match(self._buf, self._pos).end()
+            if self._pos < len(self._buf) or not self._more(self.PIECE):
+                return
+
+    def _line_at(self, pos: int) -> int:
+        self._line += self._buf.count("\n", self._line_pos, pos)
+        self._line_pos = pos
+        return self._line
+
+    def _compact(self) -> None:
+        """Drop what was read (the buffer keeps from the current position on)."""
+        if self._pos > self.PIECE:
+            self._line_at(self._pos)
+            self._buf, self._line_pos, self._pos = self._buf[self._pos:], 0, 0
+
+    def _broken(self, pos: int, msg: str) -> None:
+        self.problems.append(Problem(str(self.path), self._line_at(pos), f"invalid JSON: {msg}"))
+        self.close()
+
+    def __iter__(self) -> Iterator[tuple[Any, int]]:
+        if not self.streamed:
+            return
+        self._pos += 1                                   # the [
+        self._skip()
+        if self._buf.startswith("]", self._pos):
+            yield from self._end()
+            return
+        want = self.PIECE
+        while True:
+            self._skip()
+            start = self._pos
+            try:
+                item, end = _DECODER.raw_decode(self._buf, start)
+            except json.JSONDecodeError as exc:
+                # the item may go on in what is not read yet: read more (twice as much each
+                # time, so that a large item is decoded a few times, not once per piece)
+                if self._more(want):
+                    want *= 2
+                    continue
+                self._broken(exc.pos, exc.msg)
+                return
+            except RecursionError:
+                self._broken(start, "nested too deeply")
+                return
+            want = self.PIECE
+            line = self._line_at(start)
+            self._pos = end
+            self._skip()
+            yield item, line
+            if self._buf.startswith(",", self._pos):
+                self._pos += 1
+                self._skip()
+                self._compact()
+            elif self._buf.startswith("]", self._pos):
+                yield from self._end()
+                return
+            else:
+                self._broken(self._pos, "Expecting ',' delimiter")
+                return
+
+    def _end(self) -> Iterator[tuple[Any, int]]:
+        """After the closing ]: nothing but white space."""
+        self._pos += 1
+        self._skip()
+        if self._pos < len(self._buf):
+            self._broken(self._pos, "extra data after the document")
+        self.close()
+        return
+        yield
 
 
 class _Broken(Exception):

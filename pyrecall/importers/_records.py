@@ -6,6 +6,7 @@ touches a database.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -75,3 +76,6 @@ class ParseResult:
     records: list[dict] = field(default_factory=list)
     # records left in the file to be read in batches (jsonl.parse(keep_records=False))
     streamed: int = 0
+    # the sessions as they are read, when the parser streams them (a chat app's data export of
+    # gigabytes): ``sessions`` is then empty, and ``problems`` fills as this is consumed
+    session_stream: Iterator[Session] | None = None

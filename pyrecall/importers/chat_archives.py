@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 from ._read import (
+    ArrayItems,
     checked,
     clean_text,
     clean_value,
@@ -63,7 +64,7 @@ def parse_chatgpt(path: str | os.PathLike, *, start_offset: int = 0) -> ParseRes
     >>> result.sessions[0].title
     'Postgres connection pool exhausted'
     """
-    return _parse(path, CHATGPT, is_chatgpt, _chatgpt_session)
+    return _all(stream_chatgpt(path))
 
 
 def parse_claude_ai(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
@@ -72,11 +73,61 @@ def parse_claude_ai(path: str | os.PathLike, *, start_offset: int = 0) -> ParseR
     >>> parse_claude_ai("tests/fixtures/importers/claude_ai/conversations.json").sessions[0].title
     'Rate limiting the public API'
     """
-    return _parse(path, CLAUDE_AI, is_claude_ai, _claude_ai_session)
+    return _all(stream_claude_ai(path))
+
+
+def stream_chatgpt(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
+    """:func:`parse_chatgpt` one conversation at a time: the sessions come from
+    ``session_stream`` as the file is read (:class:`~._read.ArrayItems`), so that an export of
+    gigabytes is imported in the memory of a few conversations. What `pyrecall import` uses."""
+    return _stream(path, CHATGPT, is_chatgpt, _chatgpt_session)
+
+
+def stream_claude_ai(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
+    """:func:`parse_claude_ai` one conversation at a time (see :func:`stream_chatgpt`)."""
+    return _stream(path, CLAUDE_AI, is_claude_ai, _claude_ai_session)
+
+
+def _all(result: ParseResult) -> ParseResult:
+    if result.session_stream is not None:
+        result.sessions, result.session_stream = list(result.session_stream), None
+    return result
+
+
+def _stream(path, fmt: str, fits, make) -> ParseResult:
+    path = checked(path)
+    problems: list[Problem] = []
+    items = ArrayItems(path, problems)
+    if not items.streamed:          # one conversation alone, or no list at all: small, read whole
+        items.close()
+        return _parse(path, fmt, fits, make)
+    result = ParseResult([], problems, fmt, items.size)
+    result.session_stream = _sessions(items, str(path), fits, make, problems)
+    return result
+
+
+def _sessions(items: ArrayItems, path: str, fits, make, problems: list[Problem]):
+    for i, (conv, line) in enumerate(items):
+        session = _conversation(conv, i, line, path, fits, make, problems)
+        if session is not None:
+            yield session
+
+
+def _conversation(conv, i: int, line: int | None, path: str, fits, make, problems: list[Problem]) -> Session | None:
+    """The session of a conversation with messages, else None (a problem said why, or nothing)."""
+    if not fits(conv):
+        problems.append(Problem(path, line, f"conversations[{i}]: not a conversation of this export"))
+        return None
+    try:
+        session = make(conv, i, path, line, problems)
+    except RecursionError:
+        problems.append(Problem(path, line, f"conversations[{i}]: nested too deeply"))
+        return None
+    return session if session is not None and session.messages else None
 
 
 def _parse(path, fmt: str, fits, make) -> ParseResult:
-    path = checked(path)
+    """A document read whole (:class:`~._read.JsonDoc`)."""
     doc, problems, size = read_document(path, depth=2)
     root = doc.value
     if fits(root):
@@ -87,18 +138,10 @@ def _parse(path, fmt: str, fits, make) -> ParseResult:
         return ParseResult([], problems, fmt, size)
     sessions = []
     for i, conv in enumerate(root):
-        line = doc.line(conv)
         if not doc.complete(conv):
             continue  # cut off by the damage the document error reports
-        if not fits(conv):
-            problems.append(Problem(str(path), line, f"conversations[{i}]: not a conversation of this export"))
-            continue
-        try:
-            session = make(conv, i, str(path), line, problems)
-        except RecursionError:
-            problems.append(Problem(str(path), line, f"conversations[{i}]: nested too deeply"))
-            continue
-        if session is not None and session.messages:
+        session = _conversation(conv, i, doc.line(conv), str(path), fits, make, problems)
+        if session is not None:
             sessions.append(session)
     return ParseResult(sessions, problems, fmt, size)
 
