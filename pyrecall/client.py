@@ -196,6 +196,17 @@ def _forget_args(agent_id: str, before: datetime, project: str | None, keep_mark
             "project": _text(project), "keep_marked": bool(keep_marked), "dry_run": bool(dry_run)}
 
 
+def _similar_call(agent_id: str, memory_id: int | None, content: str | None, vector, project: str | None,
+                  min_similarity: float, k: int) -> tuple[str, list]:
+    """recall.similar_memories of a stored memory (by its own vector) or of a text's vector."""
+    if (memory_id is None) == (content is None):
+        raise ConfigError("give memory_id or content")
+    if memory_id is not None:
+        return SIMILAR_TO_MEMORY_SQL, [_text(agent_id), _text(agent_id), memory_id, _text(project),
+                                       min_similarity, k, memory_id]
+    return SIMILAR_MEMORIES_SQL, [_text(agent_id), vector, _text(project), min_similarity, k]
+
+
 def _unforget_ids(session_ids) -> list[str] | None:
     if session_ids is None:
         return None
@@ -877,15 +888,9 @@ class Recall:
         (recall.similar_memories): memory_id, memory_kind, content, similarity, pinned.
         What an agent checks after remembering, to see what it may repeat or correct. Empty
         when there is no vector to compare (a memory not embedded yet)."""
-        if (memory_id is None) == (content is None):
-            raise ConfigError("give memory_id or content")
-        if memory_id is not None:
-            sql_, args = SIMILAR_TO_MEMORY_SQL, [_text(agent_id), _text(agent_id), memory_id, _text(project),
-                                                  min_similarity, k, memory_id]
-        else:
-            vector, _ = self._memory_embedding(content, agent_id)
-            sql_, args = SIMILAR_MEMORIES_SQL, [_text(agent_id), vector, _text(project), min_similarity, k]
-        return _dicts(self.conn.execute(sql_, args))
+        vector = None if content is None else self._memory_embedding(content, agent_id)[0]
+        return _dicts(self.conn.execute(*_similar_call(agent_id, memory_id, content, vector, project,
+                                                        min_similarity, k)))
 
     def forget_memory(self, agent_id: str, memory_id: int) -> int:
         """Delete one memory of the agent (recall.forget_memory); NotFoundError when it is
@@ -1400,15 +1405,9 @@ class AsyncRecall:
     async def similar_memories(self, agent_id: str, *, memory_id: int | None = None, content: str | None = None,
                                project: str | None = None, min_similarity: float = 0.6, k: int = 3) -> list[dict]:
         """See :meth:`Recall.similar_memories`."""
-        if (memory_id is None) == (content is None):
-            raise ConfigError("give memory_id or content")
-        if memory_id is not None:
-            sql_, args = SIMILAR_TO_MEMORY_SQL, [_text(agent_id), _text(agent_id), memory_id, _text(project),
-                                                  min_similarity, k, memory_id]
-        else:
-            vector = _usable((await self.embedder.aembed([_text(content)]))[0])
-            sql_, args = SIMILAR_MEMORIES_SQL, [_text(agent_id), vector, _text(project), min_similarity, k]
-        description, rows = await self._fetch(sql_, args)
+        vector = None if content is None else _usable((await self.embedder.aembed([_text(content)]))[0])
+        description, rows = await self._fetch(*_similar_call(agent_id, memory_id, content, vector, project,
+                                                              min_similarity, k))
         return _dicts(_Fetched(description, rows))
 
     async def forget_memory(self, agent_id: str, memory_id: int) -> int:

@@ -457,3 +457,22 @@ def test_similar_memories_by_their_vectors(conn):
     assert conn.execute("select count(*) from recall.similar_memories('A', null)").fetchone()[0] == 0
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="k must be between 1 and 100"):
         conn.execute("select * from recall.similar_memories('A', %s::vector, k => 0)", [vec(1)])
+
+
+def test_similar_memories_from_python(db_url):
+    """Recall/AsyncRecall.similar_memories: by a stored memory's own vector (itself left out) or
+    by a text embedded now (the hash embedder: the same text, the same vector)."""
+    with Recall(db_url, embedder=FakeEmbedder()) as r:
+        first = r.remember("aria", "Prefers tabs over spaces", kind="preference")
+        second = r.remember("aria", "Prefers tabs over spaces!", kind="preference")
+        by_text = r.similar_memories("aria", content="Prefers tabs over spaces")
+        assert by_text[0]["memory_id"] == first and by_text[0]["similarity"] == pytest.approx(1.0, abs=1e-6)
+        assert first not in [m["memory_id"] for m in r.similar_memories("aria", memory_id=first, min_similarity=-1)]
+        assert second in [m["memory_id"] for m in r.similar_memories("aria", memory_id=first, min_similarity=-1)]
+        with pytest.raises(Exception, match="give memory_id or content"):
+            r.similar_memories("aria")
+
+    async def run():
+        async with await AsyncRecall.connect(db_url, embedder=FakeEmbedder()) as ar:
+            return await ar.similar_memories("aria", content="Prefers tabs over spaces")
+    assert asyncio.run(run())[0]["memory_id"] == first
