@@ -452,6 +452,10 @@ def migrate(ctx, dim, dry_run, dsn):
         return
     with _bare_client(dsn) as r:
         report = r.migrate(dim=dim, dry_run=dry_run)
+        # credentials are redacted from this upgrade on; what was stored before is not rewritten
+        # by migrate (minutes on a big database): said, with the command that does it
+        stored_before = ("014-secret-patterns" in report.applied
+                         and r.conn.execute("select exists (select 1 from recall.messages)").fetchone()[0])
     if dry_run:
         click.echo(f"would apply: {', '.join(report.pending) or 'nothing'}; "
                    f"would re-apply functions: {', '.join(report.functions)} (dim {report.dim})")
@@ -459,6 +463,9 @@ def migrate(ctx, dim, dry_run, dsn):
         click.echo(f"applied: {', '.join(report.applied) or 'nothing new'}; "
                    f"functions re-applied: {len(report.functions)}; embedding dim {report.dim}"
                    + ("; Citus coordinator: re-distributed (sql/citus/distribute.sql)" if report.citus else ""))
+    if stored_before:
+        click.echo("credentials are now redacted in every text stored; to redact those stored before: "
+                   "`pyrecall secrets redact --all-agents --dry-run`, then without --dry-run (docs/SECURITY.md)")
 
 
 @migrate.command("status")

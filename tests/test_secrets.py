@@ -282,3 +282,34 @@ def test_cli_secrets(db_url, conn):
                                "--dsn", db_url])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["redacted"] == ["github_token"]
+
+
+def test_an_upgraded_database_is_told_to_redact_what_it_stored_before(server_url, tmp_path, monkeypatch):
+    """A database of the release before redaction (26aab1d) holding a key: `pyrecall migrate`
+    leaves the stored rows as they are and says how to redact them; `secrets redact` does."""
+    from conftest import drop_database, new_database
+    from test_upgrade import old_sql
+
+    old = old_sql("26aab1d", tmp_path)
+    url = new_database(server_url, template=None)
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(_migrate, "sql_dir", lambda: old)
+            with psycopg.connect(url, autocommit=True) as c:
+                _migrate.migrate(c, dim=384)
+                c.execute("insert into recall.sessions (session_id, agent_id) values ('s', 'ci')")
+                c.execute("insert into recall.messages (session_id, role, content) values ('s', 'user', %s)",
+                          [f"token {GITHUB}"])
+        runner = CliRunner()
+        out = runner.invoke(main, ["migrate", "--dsn", url])
+        assert out.exit_code == 0, out.output
+        assert "014-secret-patterns" in out.output and "pyrecall secrets redact --all-agents --dry-run" in out.output
+        with psycopg.connect(url, autocommit=True) as c:
+            stored = lambda: c.execute("select string_agg(content, ' ') from recall.chunks").fetchone()[0]  # noqa: E731
+            assert GITHUB in stored()                             # migrate rewrote nothing
+            out = runner.invoke(main, ["secrets", "redact", "--all-agents", "--dsn", url])
+            assert "agent 'ci': redacted 1 messages (github_token)" in out.output
+            assert GITHUB not in stored() and "[REDACTED:github_token]" in stored()
+        assert "pyrecall secrets redact" not in runner.invoke(main, ["migrate", "--dsn", url]).output
+    finally:
+        drop_database(server_url, url)
