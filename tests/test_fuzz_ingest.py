@@ -122,7 +122,10 @@ def through_the_database(conn, parser, data: bytes) -> None:
                 assert conn.execute("select min(created_at) < now() - interval '88 years' "
                                     "from recall.chunks").fetchone()[0]
     finally:
+        # a clean slate for the next example: a session deleted is recorded as forgotten
+        # (059-retention.sql), and the next example may store one of the same id
         conn.execute("delete from recall.sessions")
+        conn.execute("delete from recall.forgotten_sessions")
 
 
 @FUZZ
