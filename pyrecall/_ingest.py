@@ -191,11 +191,13 @@ def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: s
         cur.execute(insert, m_params)
         report.inserted = cur.rowcount if stored is None else _stored_messages(cur, given) - stored
         # a session deleted is not stored again (its rows are skipped in SQL:
-        # sql/idempotent/059-retention.sql); told, so that "nothing new" is not a mystery
-        report.forgotten = sum(tuple(r) in given for r in cur.execute(
-            "select agent_id, session_id from recall.forgotten_sessions "
-            "where agent_id = any (%s) and session_id = any (%s)",
-            [sorted({a for a, _ in given}), sorted({sid for _, sid in given})]))
+        # sql/idempotent/059-retention.sql); told, so that "nothing new" is not a mystery (asked
+        # only when some message was not stored: no query when all are new)
+        if report.inserted < report.messages:
+            report.forgotten = sum(tuple(r) in given for r in cur.execute(
+                "select agent_id, session_id from recall.forgotten_sessions "
+                "where agent_id = any (%s) and session_id = any (%s)",
+                [sorted({a for a, _ in given}), sorted({sid for _, sid in given})]))
         if _db.distributed(conn):
             # a Citus cluster chunks from here, not in the message triggers (sql/citus/distribute.sql)
             cur.execute("select recall.chunk_sessions(%s, %s)",
