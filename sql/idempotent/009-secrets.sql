@@ -9,7 +9,7 @@
 -- message's identity is derived from its text, so the same message read again is the same
 -- message), a session's title and summary, a curated memory's or a summary chunk's text, a logged
 -- query. The chunks, vectors and token counts are derived from the redacted text. See
--- docs/SECURITY.md "Secrets".
+-- docs/SECURITY.md "Secrets in transcripts".
 
 -- _secret_patterns_check: a pattern compiles, matches no empty string (it would be replaced
 -- between every two characters), its hints are lower-case (a text is searched in lower case for
@@ -47,8 +47,9 @@ create trigger secret_patterns_check before insert or update on recall.secret_pa
 -- database), their `enabled` as the DBA left it; a row of the DBA's of the same name is kept.
 -- Each is a shape a credential has and ordinary text, code and prose practically never have
 -- (measured on LoCoMo's dialogues and on the Python sources of this environment:
--- bench/results/2026-11-29b/secrets_lab.txt). Order does not matter: each leaves nothing another
--- matches.
+-- bench/results/2026-11-29b/secrets_lab.txt). Applied in name order; where two match the same
+-- credential (GITHUB_TOKEN=ghp_...: assignment and github_token) the first one's replacement
+-- stands, and no pattern matches what another left.
 insert into recall.secret_patterns as p (name, pattern, replacement, hints, builtin, description)
 values
   ('private_key',
