@@ -41,6 +41,10 @@ def _error_text(exc: BaseException) -> str:
         # a hot standby (or a read-only default): reads work, writes must go to the primary
         line += (" (this server is read-only: a hot standby, or default_transaction_read_only is on;"
                  " recall works here, writes go to the primary)")
+    elif (is_database_error(exc) and type(exc).__name__ in ("UndefinedFunction", "UndefinedTable", "UndefinedColumn")
+          and "recall." in line):
+        # pyrecall upgraded, its database not: the functions and tables of the new version are missing
+        line += " (the database's schema may be older than this pyrecall: run `pyrecall migrate`)"
     return line
 
 
@@ -1737,6 +1741,8 @@ def secrets_check(file, as_json, dsn):
       pyrecall secrets check .env
       git diff | pyrecall secrets check > /dev/null
     """
+    if getattr(file, "name", None) == "<stdin>" and sys.stdin.isatty():
+        raise click.UsageError("give a FILE, or pipe text in (`git diff | pyrecall secrets check`)")
     text = file.read()
     r = _client(dsn)
     try:

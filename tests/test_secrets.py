@@ -301,6 +301,11 @@ def test_an_upgraded_database_is_told_to_redact_what_it_stored_before(server_url
                 c.execute("insert into recall.messages (session_id, role, content) values ('s', 'user', %s)",
                           [f"token {GITHUB}"])
         runner = CliRunner()
+        # pyrecall upgraded, its database not yet: a new command says what to do, in one line
+        early = runner.invoke(main, ["secrets", "check", "--dsn", url], input="x")
+        assert early.exit_code == 1
+        assert early.output.strip().endswith("(the database's schema may be older than this pyrecall: "
+                                             "run `pyrecall migrate`)")
         out = runner.invoke(main, ["migrate", "--dsn", url])
         assert out.exit_code == 0, out.output
         assert "014-secret-patterns" in out.output and "pyrecall secrets redact --all-agents --dry-run" in out.output
