@@ -36,11 +36,14 @@ from psycopg.types.json import Jsonb
 from . import _db, _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
 from .importers import PARSERS, STREAMING, detect_format, jsonl
-from .importers._detect import SUFFIXES
+from .importers._detect import SUFFIXES, is_transcript_name
 from .importers._records import Problem, Session
 
 HEAD_BYTES = 64 * 1024
-LINE_FORMATS = ("claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
+LINE_FORMATS = ("aider", "claude_code", "codex", "gemini", "jsonl")  # resumable at a byte offset
+# formats read again from the start of their last session (aider's history: its last session grows
+# by whole blocks, not by lines that name their session): an append adds what was newly stored
+TAIL_FORMATS = ("aider",)
 FOLDER = "folder"                         # source_files.format of a remembered root folder
 ARCHIVE = "zip"                           # source_files.format of a .zip archive (its members read)
 UNKNOWN = "unknown"                       # a file that is no transcript (not read again until it changes,
@@ -296,8 +299,8 @@ def _index_restored(conn: psycopg.Connection, report: SyncReport, agents: list[s
 
 
 def _walk(roots: list[Path], ignored: list[Path]):
-    """The files named, and the .jsonl/.json files under the folders named; the other files
-    found in the folders go to ``ignored``."""
+    """The files named, and the .jsonl/.json files and aider chat histories under the folders
+    named; the other files found in the folders go to ``ignored``."""
     for root in roots:
         if root.is_file():
             yield root
@@ -305,7 +308,7 @@ def _walk(roots: list[Path], ignored: list[Path]):
             for folder, dirs, names in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(names):
-                    if name.lower().endswith(SUFFIXES):
+                    if is_transcript_name(name):
                         yield Path(folder, name)
                     else:
                         ignored.append(Path(folder, name))
@@ -360,12 +363,14 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
             ingested = _store(conn, path, start, parsed, agent_id, result)
+            appended = result.status == "appended"
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
-                    _head_sha(path, parsed.end_offset), ingested.messages, len(parsed.problems),
-                    accumulate=result.status == "appended")
+                    _head_sha(path, parsed.end_offset),
+                    ingested.inserted if appended and fmt in TAIL_FORMATS else ingested.messages,
+                    len(parsed.problems), accumulate=appended)
         result.sessions, result.messages, result.inserted, result.forgotten = (
             ingested.sessions, ingested.messages, ingested.inserted, ingested.forgotten)
-        if result.status == "appended" and parsed.end_offset == start:
+        if result.status == "appended" and parsed.end_offset == start and not ingested.inserted:
             result.status = "unchanged"  # touched, or a line still being written
         return result
     except (PyrecallError, OSError, psycopg.DataError, psycopg.IntegrityError) as exc:

@@ -537,7 +537,7 @@ def migrate_status(dsn):
               f"and only what is at least --min-similarity {PROMPT_MIN_SIMILARITY} like it).")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, chatgpt, claude-ai (as the importers record it in the session metadata).")
+                   "gemini, aider, chatgpt, claude-ai (as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
               type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary",
                                  "memory"]),
@@ -819,10 +819,10 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
 @handle_errors
 def import_(paths, agent, full, as_json, dsn):
     """Import transcripts: files, .zip archives, or folders searched recursively for
-    .jsonl/.json files.
+    .jsonl/.json files and aider chat histories (.aider.chat.history.md).
 
-    The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, generic JSONL,
-    OpenAI chat, Discord export, ChatGPT and Claude.ai data exports); the agent or app that
+    The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, aider, generic
+    JSONL, OpenAI chat, Discord export, ChatGPT and Claude.ai data exports); the agent or app that
     wrote a session is kept as its source_agent (`pyrecall recall --source-agent codex`).
     Importing again adds nothing; a bad
     line or file is reported with file:line and never stops the run. Every run lists the files
@@ -832,6 +832,7 @@ def import_(paths, agent, full, as_json, dsn):
     \b
     Example:
       pyrecall import ~/.claude/projects ~/.codex/sessions ~/.gemini/tmp
+      pyrecall import ~/code          # every repository's .aider.chat.history.md below it
       pyrecall import export.json chats/ --agent-id support-bot
       pyrecall import ~/Downloads/chatgpt-export.zip --agent-id me   # as the app sends it
     """
@@ -1139,7 +1140,7 @@ def _kept_summaries(kept: dict) -> str:
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, chatgpt, claude-ai.")
+                   "gemini, aider, chatgpt, claude-ai.")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @json_option
 @dsn_option

@@ -24,6 +24,7 @@ from pyrecall.importers import (
     KINDS,
     ROLES,
     Problem,
+    aider,
     chat_archives,
     claude_code,
     codex,
@@ -49,6 +50,7 @@ CODEX_ID = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 CODEX = FIX / "codex" / f"rollout-2026-03-04T10-15-00-{CODEX_ID}.jsonl"
 GEMINI = FIX / "gemini" / "session-2026-03-05T14-00-7c1e9a20.jsonl"
 GEMINI_DOC = FIX / "gemini" / "session-2026-02-20T09-30-3b5d0f11.json"
+AIDER = FIX / "aider" / ".aider.chat.history.md"
 GEMINI_HASH = "cbc1724e5616b7a13f2163e3410b4960725caa39cc1906504f65cd93d2470e48"
 
 
@@ -432,7 +434,7 @@ def test_example_sessions():
     assert starts[0].year == 2026 and (starts[-1] - starts[0]).days >= 10
 
 
-@pytest.mark.parametrize("module", ["_read", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
+@pytest.mark.parametrize("module", ["_read", "aider", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
                                     "discord", "chat_archives",
                                     "_detect", "__init__"])
 def test_docstring_examples(module, monkeypatch):
@@ -970,7 +972,7 @@ def test_detect_format(tmp_path, name, filename, content, fmt):
 @pytest.mark.parametrize("content, message", [
     (b"", "{}: empty file"),
     (b"hello", "{}: not a recognised transcript format "
-              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai)"),
+              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai, aider)"),
 ])
 def test_parse_any_refuses(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
@@ -1013,6 +1015,7 @@ def _oracle(data: bytes) -> str:
     for raw in data.replace(b"\0", b"").split(b"\n"):
         text = raw.decode("utf-8", "replace").strip().lstrip("\ufeff")
         pieces.append(text)
+        pieces.append(raw.decode("utf-8", "replace").lstrip("\ufeff"))  # as written: a text format's indentation
         try:
             obj = json.loads(text, strict=False)
         except (ValueError, RecursionError):
@@ -1243,6 +1246,7 @@ def mutated(draw, source: bytes):
 def test_fuzz_random_bytes(data):
     for parser in (claude_code, codex, gemini, jsonl):
         check(parse_bytes(parser, data), data)
+    check(parse_bytes(aider, data, aider.FILE_NAME), data)
     for parser in (openai_chat, discord):
         check(parse_bytes(parser, data, "d.json"), data, exact=False)
     check(parse_bytes(gemini, data, "d.json", parser=gemini.parse_document), data, exact=False)
@@ -1288,6 +1292,9 @@ def test_fuzz_mutated_files(data):
         check(parse_bytes(parser, sample), sample)
     sample = data.draw(mutated(GEMINI_DOC.read_bytes()))
     check(parse_bytes(gemini, sample, "d.json", parser=gemini.parse_document), sample, exact=False)
+    detect_format_safely(sample)
+    sample = data.draw(mutated(AIDER.read_bytes()))
+    check(parse_bytes(aider, sample, aider.FILE_NAME), sample)
     detect_format_safely(sample)
     for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
         sample = data.draw(mutated(path.read_bytes()))

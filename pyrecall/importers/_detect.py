@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import chat_archives, claude_code, codex, discord, gemini, jsonl, openai_chat
+from . import aider, chat_archives, claude_code, codex, discord, gemini, jsonl, openai_chat
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
@@ -22,6 +22,7 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "discord": discord.parse,
     "chatgpt": chat_archives.parse_chatgpt,
     "claude_ai": chat_archives.parse_claude_ai,
+    "aider": aider.parse,
 }
 # the parsers that give their sessions as the file is read (ParseResult.session_stream): what
 # `pyrecall import` uses for these formats, whose files can be gigabytes
@@ -31,6 +32,7 @@ STREAMING: dict[str, Callable[..., ParseResult]] = {
 }
 FORMATS = tuple(PARSERS)
 SUFFIXES = (".jsonl", ".json")
+NAMES = (aider.FILE_NAME,)  # files a folder holds under a name of their own, not by suffix
 _HEAD = 1 << 20  # enough to see the first lines, or the keys before a document's messages
 _SNIFF_LINES = 50
 
@@ -49,6 +51,8 @@ def detect_format(path: str | os.PathLike) -> str | None:
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
     text = head.replace(b"\x00", b"").decode("utf-8", "replace").lstrip("\ufeff")
+    if aider.is_history(text[:4096]):
+        return "aider"
     if text.lstrip().startswith("["):
         return _of_document(text)
     lines = text.splitlines()
@@ -128,8 +132,19 @@ def parse_any(path: str | os.PathLike, start_offset: int = 0) -> ParseResult:
     return PARSERS[fmt](path, start_offset=start_offset)
 
 
+def is_transcript_name(name: str) -> bool:
+    """Whether a file met in a folder may be a transcript: a .jsonl/.json file, or an aider chat
+    history (``.aider.chat.history.md``).
+
+    >>> is_transcript_name("rollout-1.jsonl"), is_transcript_name(".aider.chat.history.md")
+    (True, True)
+    """
+    return name.lower().endswith(SUFFIXES) or name in NAMES
+
+
 def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """The files named, and the .jsonl/.json files under the folders named, in sorted order.
+    """The files named, and the .jsonl/.json files and aider chat histories under the folders
+    named, in sorted order.
 
     Hidden folders inside the folders named (``.git``, ...) are not entered; symbolic links
     to folders are not followed.
@@ -144,7 +159,7 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
-                    if name.lower().endswith(SUFFIXES):
+                    if is_transcript_name(name):
                         yield Path(root, name)
         else:
             raise ImportFormatError(f"{path}: no such file or folder")

@@ -165,6 +165,13 @@ class Lines:
         return self._base + n
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
+        for n, text, _ in self.every_line():
+            if text.strip():
+                yield n, text
+
+    def every_line(self) -> Iterator[tuple[int, str, int]]:
+        """``(n, text, offset)`` for every complete line, blank ones too, with the byte offset
+        where it starts (for a text format read from a line of its own choosing)."""
         try:
             f = open(self.path, "rb")
         except OSError as exc:
@@ -183,13 +190,13 @@ class Lines:
                 n += 1
                 if not raw.endswith(b"\n") and not _is_object(raw):
                     return
+                start = offset
                 offset += len(raw)
                 self.end_offset = offset
                 text = self._decode(n, raw)
                 if offset == len(raw):
                     text = text.lstrip("\ufeff")  # a BOM some editors put first
-                if text.strip():
-                    yield n, text
+                yield n, text, start
 
     def objects(self) -> Iterator[tuple[int, dict]]:
         for n, text in self:
