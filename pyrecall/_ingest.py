@@ -9,7 +9,6 @@ so a re-import adds nothing.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from psycopg import sql
 from . import _db
 from ._errors import ConfigError
 from ._text import clean_json, clean_text
-from .importers._records import Message, Session
+from .importers._records import Message, Session, content_id
 
 # Where a batch is read from: array parameters (one per column, text as COPY would send it)
 # for a batch of up to ARRAY_BATCH_MAX_MESSAGES messages and ARRAY_BATCH_MAX_CHARS characters
@@ -133,19 +132,9 @@ def storable_importance(value: float | None) -> float | None:
 
 
 def _stable_ids(session: Session) -> list[str]:
-    """External ids for messages the source gives none: a hash of what the message says (and
-    when), numbered among identical ones, so that importing the same file twice matches."""
+    """External ids for messages the source gives none (importers._records.content_id)."""
     seen: Counter[str] = Counter()
-    ids = []
-    for m in session.messages:
-        if m.external_id:
-            ids.append(m.external_id)
-            continue
-        key = "\x1f".join([m.role, m.kind, m.created_at.isoformat() if m.created_at else "", m.content])
-        digest = hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:32]
-        ids.append(f"h:{digest}:{seen[digest]}")
-        seen[digest] += 1
-    return ids
+    return [m.external_id or content_id(m, seen) for m in session.messages]
 
 
 def ingest(conn: psycopg.Connection, sessions: Iterable[Session], *, agent_id: str,

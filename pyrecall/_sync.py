@@ -36,7 +36,7 @@ from psycopg.types.json import Jsonb
 from . import _db, _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
 from .importers import PARSERS, STREAMING, detect_format, jsonl
-from .importers._detect import SUFFIXES, is_transcript_name
+from .importers._detect import SUFFIXES, is_passed_over, is_transcript_name
 from .importers._records import Problem, Session
 
 HEAD_BYTES = 64 * 1024
@@ -96,6 +96,9 @@ class SyncReport:
     gone: list[str] = field(default_factory=list)   # remembered files that no longer exist
     roots: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # files in the folders not named .jsonl/.json
+    # folders not entered below the roots: hidden ones are not listed, those of dependencies,
+    # virtual environments and caches are (importers._detect.is_passed_over)
+    passed_over: list[str] = field(default_factory=list)
     # the vector indexes of their own built for the agents an export's vectors were restored to
     # (recall.index_info rows), and why one was not
     indexed: list[dict] = field(default_factory=list)
@@ -167,7 +170,7 @@ class SyncReport:
             "rewritten": self.count("rewritten"), "updated": self.count("updated"),
             "reread": self.count("reread"), "unchanged": self.count("unchanged"),
             "not_transcript": self.count("not-transcript"), "failed": self.count("failed"),
-            "gone": len(self.gone), "ignored": len(self.ignored),
+            "gone": len(self.gone), "ignored": len(self.ignored), "passed_over": len(self.passed_over),
             "sessions": self.sessions, "messages": self.messages,
             "inserted": self.inserted, "skipped": self.skipped, "forgotten": self.forgotten,
             "memories": self.memories, "importance": self.importance,
@@ -175,6 +178,7 @@ class SyncReport:
             "forgotten_records": self.forgotten_records,
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in self.problems],
             "ignored_files": self.ignored,
+            "passed_over_folders": self.passed_over,
             "indexed": [{k: row[k] for k in ("index_name", "agent_id", "index_rows", "build_seconds")}
                         for row in self.indexed],
             "errors": self.errors,
@@ -253,8 +257,10 @@ def _run(conn: psycopg.Connection, roots: list[Path], *, agent_id: str, full: bo
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise ConfigError("index/sync commit file by file: pass a connection outside a transaction")
     ignored: list[Path] = []
-    files = list(dict.fromkeys(_walk(roots, ignored)))
-    report = SyncReport(roots=[str(r) for r in roots], ignored=[str(p) for p in ignored])
+    passed_over: list[Path] = []
+    files = list(dict.fromkeys(_walk(roots, ignored, passed_over)))
+    report = SyncReport(roots=[str(r) for r in roots], ignored=[str(p) for p in ignored],
+                        passed_over=[str(p) for p in passed_over])
     if on_start:
         on_start(len(files))
     # one run at a time per agent (two sessions starting together both sync): the second
@@ -298,15 +304,18 @@ def _index_restored(conn: psycopg.Connection, report: SyncReport, agents: list[s
                              f"builds it): {one_line(exc)}")
 
 
-def _walk(roots: list[Path], ignored: list[Path]):
+def _walk(roots: list[Path], ignored: list[Path], passed_over: list[Path]):
     """The files named, and the .jsonl/.json files and aider chat histories under the folders
-    named; the other files found in the folders go to ``ignored``."""
+    named; the other files found in the folders go to ``ignored``, the folders not entered but
+    hidden ones to ``passed_over``."""
     for root in roots:
         if root.is_file():
             yield root
         elif root.is_dir():
             for folder, dirs, names in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                skip = [d for d in dirs if is_passed_over(Path(folder, d))]
+                passed_over.extend(Path(folder, d) for d in skip if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if d not in skip)
                 for name in sorted(names):
                     if is_transcript_name(name):
                         yield Path(folder, name)
@@ -353,8 +362,7 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
             return result
         # an export's records other than memories are read again in batches once its messages
         # are stored (jsonl.record_batches): not all of a file's vectors in memory at once
-        parsed = (jsonl.parse(path, start_offset=start, keep_records=False) if fmt == "jsonl"
-                  else _parser(fmt)(path, start_offset=start))
+        parsed = _parser(fmt)(path, start_offset=start)
         result.format, result.start_offset, result.end_offset = fmt, start, parsed.end_offset
         result.problems = parsed.problems
         if start and parsed.end_offset < start:  # the parser found the file shorter: reread
@@ -362,7 +370,8 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
         if result.start_offset:
             _keep_first_project(conn, parsed.sessions, agent_id)
         with conn.transaction():
-            ingested = _store(conn, path, start, parsed, agent_id, result)
+            ingested = _store(conn, path, start, parsed, agent_id, result,
+                              keep_project=bool(result.start_offset))
             appended = result.status == "appended"
             _record(conn, path, agent_id, fmt, st.st_size, mtime, parsed.end_offset,
                     _head_sha(path, parsed.end_offset),
@@ -381,16 +390,21 @@ def _sync_file(conn: psycopg.Connection, path: Path, agent_id: str, known: tuple
 
 
 def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: str,
-           result: FileResult) -> _ingest.IngestReport:
+           result: FileResult, keep_project: bool = False) -> _ingest.IngestReport:
     """A parsed file's sessions ingested and an export's records restored (those left in the file
     read again in batches), added to ``result``; in the caller's transaction."""
     if parsed.session_stream is None:
         ingested = _ingest.ingest(conn, parsed.sessions, agent_id=agent_id)
         agents = {s.agent_id or agent_id for s in parsed.sessions if s.messages}
     else:
-        # stored as they are read, a batch at a time (a chat app's export of gigabytes)
+        # stored as they are read, a batch at a time (a chat app's export or an export of
+        # `pyrecall export` of gigabytes)
         ingested, agents = _ingest.IngestReport(), set()
+        stats = _Statistics(conn)
         for batch in _batches(parsed.session_stream):
+            if keep_project:
+                _keep_first_project(conn, batch, agent_id)
+            stats.refresh(ingested.inserted)
             ingested += _ingest.ingest(conn, batch, agent_id=agent_id)
             agents |= {s.agent_id or agent_id for s in batch}
     restored = _restore(conn, parsed.records, agent_id)
@@ -405,17 +419,55 @@ def _store(conn: psycopg.Connection, path: Path, start: int, parsed, agent_id: s
 
 
 SESSION_BATCH_MESSAGES = 10_000   # a streamed file's sessions are stored this many messages at a time
+STALE_SHARE = 1.0                 # _Statistics: rows added, as a share of the table, that call for ANALYZE
+
+
+class _Statistics:
+    """The planner's statistics of the recall tables kept up with a streamed file's batches.
+
+    The batches are stored in one transaction, which autovacuum cannot see: the triggers'
+    statements went on being planned for the tables as they were before the file, and each batch
+    took longer than the one before (2.0, 2.9, 3.7, 4.5 s for four batches of 10,000 messages into
+    an empty database: bench/LOG.md 2026-12-02). ANALYZE in the transaction sees its rows; it
+    runs when what the file added since the last one exceeds STALE_SHARE of the table's messages
+    (the table doubled: five times for 200,000 messages into an empty database, never for a file
+    small beside the table). A role
+    that may not analyze a table is told so by a warning, not an error: the import goes on."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+        # (not on a Citus cluster: the triggers run on the shards, whose tables the coordinator's
+        # ANALYZE in a transaction block is not measured to reach)
+        self.off = _db.distributed(conn)
+        self.rows = 0.0 if self.off else self._rows()
+        self.added_then = 0
+
+    def _rows(self) -> float:
+        return max(self.conn.execute("select reltuples from pg_class where oid = 'recall.messages'::regclass"
+                                     ).fetchone()[0], 0)
+
+    def refresh(self, added: int) -> None:
+        if not self.off and added and added - self.added_then > STALE_SHARE * self.rows:
+            self.conn.execute("analyze recall.sessions, recall.messages, recall.chunks")
+            self.rows, self.added_then = self._rows(), added
 
 
 def _batches(sessions: Iterator[Session]) -> Iterator[list[Session]]:
+    """The sessions in batches of about SESSION_BATCH_MESSAGES messages; a session given in
+    pieces (jsonl.stream) never twice in one batch (one INSERT ... ON CONFLICT per batch)."""
     batch: list[Session] = []
+    ids: set[tuple] = set()
     n = 0
     for s in sessions:
+        if (s.agent_id, s.session_id) in ids:
+            yield batch
+            batch, ids, n = [], set(), 0
+        ids.add((s.agent_id, s.session_id))
         batch.append(s)
         n += len(s.messages)
         if n >= SESSION_BATCH_MESSAGES:
             yield batch
-            batch, n = [], 0
+            batch, ids, n = [], set(), 0
     if batch:
         yield batch
 
@@ -453,7 +505,7 @@ def _sync_archive(conn: psycopg.Connection, path: Path, agent_id: str, size: int
             if fmt is None:
                 result.problems.append(Problem(shown, None, "not a transcript (skipped)"))
                 continue
-            parsed = (jsonl.parse(member, keep_records=False) if fmt == "jsonl" else _parser(fmt)(member))
+            parsed = _parser(fmt)(member)
             ingested = _store(conn, member, 0, parsed, agent_id, result)
             # (after the store: a streamed member's problems are found as it is read)
             result.problems += [Problem(shown, p.line, p.reason) for p in parsed.problems]

@@ -794,11 +794,15 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
         if len(problems) > max_problems:
             click.echo(f"  ... and {len(problems) - max_problems} more (--json lists them all)")
     if report.ignored:
-        click.echo(f"ignored: {len(report.ignored)} file(s) not named .jsonl or .json (not read)")
+        click.echo(f"ignored: {len(report.ignored)} file(s) not named .jsonl, .json or "
+                   f".aider.chat.history.md (not read)")
         for path in report.ignored[:max_problems]:
             click.echo(f"  {path}")
         if len(report.ignored) > max_problems:
             click.echo(f"  ... and {len(report.ignored) - max_problems} more (--json lists them all)")
+    if report.passed_over:
+        click.echo(f"passed over: {len(report.passed_over)} folder(s) of dependencies, virtual "
+                   f"environments or caches (not entered; --json lists them)")
     _tell_indexed(report.indexed)
     for err in report.errors:
         click.echo(f"warning: {err}")
@@ -827,7 +831,9 @@ def import_(paths, agent, full, as_json, dsn):
     Importing again adds nothing; a bad
     line or file is reported with file:line and never stops the run. Every run lists the files
     it did not import: those that are no transcript, and the other files in the folders (not
-    .jsonl/.json). Folders are remembered for `pyrecall sync`.
+    .jsonl/.json). Hidden folders and those of dependencies, virtual environments and caches
+    (node_modules, site-packages, a folder holding pyvenv.cfg or CACHEDIR.TAG) are not entered.
+    Folders are remembered for `pyrecall sync`.
 
     \b
     Example:

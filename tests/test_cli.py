@@ -447,7 +447,7 @@ def test_every_import_says_which_files_were_not_imported_and_why(run, tmp_path):
         "problems: 2 (skipped or repaired, the rest was imported)",
         f"  {folder / 'empty.jsonl'}: empty file (skipped)",
         f"  {folder / 'other.json'}: not a transcript (skipped)",
-        "ignored: 2 file(s) not named .jsonl or .json (not read)",
+        "ignored: 2 file(s) not named .jsonl, .json or .aider.chat.history.md (not read)",
         f"  {folder / 'README.md'}",
         f"  {folder / 'shot.png'}",
     ]

@@ -139,6 +139,25 @@ def test_an_export_imported_into_another_database_is_the_agent_again(conn, db_ur
         assert strip(copy) == strip(lines)
 
 
+@pytest.mark.parametrize("piece, batch", [(1, 1), (3, 4), (7, 2)])
+def test_an_export_read_a_piece_at_a_time_is_the_agent_again(conn, db_url, other_url, tmp_path, monkeypatch,
+                                                             piece, batch):
+    """`pyrecall import` reads a JSONL file as a stream (jsonl.stream: so many messages a piece,
+    stored so many at a time): whatever the sizes, the destination holds what the source did."""
+    from pyrecall.importers import jsonl
+    build(conn)
+    before = snapshot(conn)
+    write_export(db_url, tmp_path / "aria.jsonl")
+    monkeypatch.setattr(jsonl, "STREAM_MESSAGES", piece)
+    monkeypatch.setattr(_sync, "SESSION_BATCH_MESSAGES", batch)
+    with psycopg.connect(other_url, autocommit=True) as dest:
+        report = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else")
+        assert report.problems == [] and report.inserted == len(before["messages"])
+        assert snapshot(dest) == before
+        again = _sync.index(dest, [tmp_path / "aria.jsonl"], agent_id="someone-else", full=True)
+        assert (again.inserted, again.memories) == (0, 0) and snapshot(dest) == before
+
+
 def vectors_of(conn, agent: str = AGENT) -> dict:
     q = lambda sql: conn.execute(sql, [agent]).fetchall()  # noqa: E731
     return {

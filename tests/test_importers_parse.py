@@ -1391,3 +1391,66 @@ def test_fuzz_streamed_exports_are_the_document_read_whole(data):
                 assert _same(streamed, read_whole), (streamed[1], read_whole[1])
     finally:
         _read.ArrayItems.PIECE = old
+
+
+# --------------------------------------------------------------------------- JSONL streamed
+
+
+def _jsonl_whole_and_streamed(path: Path, monkeypatch, every: int):
+    """The sessions of jsonl.parse (ids as ingestion gives them) and of jsonl.stream's pieces
+    (``every`` messages a piece) joined per session, with the results' offsets and problems."""
+    from pyrecall import _ingest
+    monkeypatch.setattr(jsonl, "STREAM_MESSAGES", every)
+    whole = jsonl.parse(path, keep_records=False)
+    streamed = jsonl.stream(path)
+    joined: dict[str, list] = {}
+    heads: dict[str, tuple] = {}
+    for s in streamed.session_stream:
+        joined.setdefault(s.session_id, []).extend(
+            (m.external_id, m.role, m.kind, m.content, m.created_at, m.importance, m.metadata) for m in s.messages)
+        heads[s.session_id] = (s.agent_id, s.title, s.project, s.branch, s.metadata)
+    want = {s.session_id: [(ext, m.role, m.kind, m.content, m.created_at, m.importance, m.metadata)
+                           for m, ext in zip(s.messages, _ingest._stable_ids(s), strict=True)]
+            for s in whole.sessions}
+    want_heads = {s.session_id: (s.agent_id, s.title, s.project, s.branch, s.metadata) for s in whole.sessions}
+    return ((joined, heads, streamed.end_offset, [str(p) for p in streamed.problems], streamed.streamed,
+             [r.get("record") for r in streamed.records]),
+            (want, want_heads, whole.end_offset, [str(p) for p in whole.problems], whole.streamed,
+             [r.get("record") for r in whole.records]))
+
+
+@pytest.mark.parametrize("every", [1, 2, 3, 10_000])
+def test_a_streamed_jsonl_file_is_the_file_read_whole(tmp_path, monkeypatch, every):
+    """Two sessions interleaved, the same id-less message twice in one session (in two pieces
+    when pieces are small: numbered as in the whole session), a session's title given late,
+    an export's records, a broken line and a last line still being written."""
+    lines = [{"session_id": "a", "role": "user", "content": "ok"},
+             {"session_id": "b", "role": "user", "content": "hello", "title": None},
+             {"session_id": "a", "role": "assistant", "content": "deploy with compose", "created_at": "2026-01-02T10:00:00Z"},
+             {"record": "memory", "kind": "fact", "content": "staging runs on port 8080"},
+             {"session_id": "a", "role": "user", "content": "ok"},
+             {"session_id": "b", "role": "assistant", "content": "hi", "title": "Greetings", "project": "p"},
+             {"record": "importance", "session_id": "a", "seq": 1, "importance": 0.9}]
+    data = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+    data += b"{not json}\n" + json.dumps({"session_id": "a", "role": "user", "content": "ok"}).encode() + b"\n"
+    data += b'{"session_id": "a", "role": "user", "cont'          # being written: left for the next read
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(data)
+    streamed, whole = _jsonl_whole_and_streamed(path, monkeypatch, every)
+    assert streamed == whole
+    assert [ext.rsplit(":", 1)[1] for ext, _, _, content, *_ in whole[0]["a"] if content == "ok"] == ["0", "1", "2"]
+    assert whole[1]["b"][1] == "Greetings" and whole[2] == len(data) - len(b'{"session_id": "a", "role": "user", "cont')
+
+
+@FUZZ
+@given(line_files(jsonl_lines), st.sampled_from([1, 2, 5]))
+def test_fuzz_streamed_jsonl_is_the_file_read_whole(data, every):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "x.jsonl")
+        path.write_bytes(data)
+        mp = pytest.MonkeyPatch()
+        try:
+            streamed, whole = _jsonl_whole_and_streamed(path, mp, every)
+        finally:
+            mp.undo()
+        assert streamed == whole

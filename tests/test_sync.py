@@ -436,3 +436,53 @@ def test_a_zip_archive_is_read_member_by_member(conn, tmp_path):
     assert "not a zip archive pyrecall can read" in results["broken.zip"].problems[0].reason
     assert results["pictures.zip"].status == "not-transcript"
     assert results["pictures.zip"].problems[0].reason == "no .json or .jsonl file in the archive (skipped)"
+
+
+def test_folders_of_dependencies_are_passed_over(conn, tmp_path):
+    """`pyrecall import ~/code`: the transcripts of the repositories, not the thousands of .json
+    files of their node_modules, virtual environments and build caches."""
+    code = tmp_path / "code"
+    (code / "api").mkdir(parents=True)
+    (code / "api" / ".aider.chat.history.md").write_text(
+        "\n# aider chat started at 2026-03-10 09:15:02\n\n#### why does it fail?  \n\nmusl.\n\n")
+    for junk in ("api/node_modules/left-pad", "api/env/lib", "api/target/debug", "api/src/__pycache__"):
+        (code / junk).mkdir(parents=True)
+        (code / junk / "package.json").write_text('{"name": "x"}')
+    (code / "api" / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (code / "api" / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (code / "api" / "src" / "notes.json").write_text('{"not": "a transcript"}')
+    report = _sync.index(conn, [code], agent_id="claude-code")
+    assert sorted((Path(r.path).relative_to(code).as_posix(), r.status) for r in report.files) == [
+        ("api/.aider.chat.history.md", "new"), ("api/src/notes.json", "not-transcript")]
+    assert sorted(Path(p).relative_to(code).as_posix() for p in report.passed_over) == [
+        "api/env", "api/node_modules", "api/src/__pycache__", "api/target"]
+    assert report.as_dict()["passed_over"] == 4
+    # a folder named on the command line is entered whatever its name
+    again = _sync.index(conn, [code / "api" / "node_modules"], agent_id="claude-code")
+    assert [Path(r.path).name for r in again.files] == ["package.json"]
+
+
+def test_a_streamed_file_keeps_the_planners_statistics_up(conn, tmp_path, monkeypatch):
+    """The batches of one file share a transaction autovacuum cannot see: the import analyzes
+    the recall tables once the file has added more messages than the table held (each batch
+    planned for the empty table took longer than the one before)."""
+    from pyrecall.importers import jsonl
+    monkeypatch.setattr(jsonl, "STREAM_MESSAGES", 10)
+    monkeypatch.setattr(_sync, "SESSION_BATCH_MESSAGES", 10)
+    analyzed = []
+    real = _sync._Statistics.refresh
+
+    def spy(self, added):
+        before = self.added_then
+        real(self, added)
+        if self.added_then != before:
+            analyzed.append((added, self.rows))
+    monkeypatch.setattr(_sync._Statistics, "refresh", spy)
+    f = tmp_path / "log.jsonl"
+    f.write_text("".join(json.dumps({"session_id": f"s{i // 10}", "role": "user" if i % 2 == 0 else "assistant",
+                                     "content": f"message {i} about the deploy"}) + "\n" for i in range(95)))
+    report = _sync.index(conn, [f], agent_id="claude-code")
+    assert report.inserted == 95 and report.problems == []
+    # before the 2nd, 4th and 8th batch (what the file added since exceeded the table), counting
+    # the file's rows, not yet committed
+    assert analyzed == [(10, 10), (30, 30), (70, 70)]

@@ -29,6 +29,7 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
 STREAMING: dict[str, Callable[..., ParseResult]] = {
     "chatgpt": chat_archives.stream_chatgpt,
     "claude_ai": chat_archives.stream_claude_ai,
+    "jsonl": jsonl.stream,        # generic JSONL and `pyrecall export` files (records left in the file)
 }
 FORMATS = tuple(PARSERS)
 SUFFIXES = (".jsonl", ".json")
@@ -132,6 +133,23 @@ def parse_any(path: str | os.PathLike, start_offset: int = 0) -> ParseResult:
     return PARSERS[fmt](path, start_offset=start_offset)
 
 
+# folders of dependencies and builds met in a tree of repositories (`pyrecall import ~/code`): their
+# thousands of .json files are no transcripts, and reading each would cost minutes
+DEPENDENCY_FOLDERS = ("node_modules", "bower_components", "site-packages", "dist-packages", "__pycache__")
+_MARKERS = ("pyvenv.cfg", "CACHEDIR.TAG")   # a Python virtual environment; a cache folder (cargo's target/, ...)
+
+
+def is_passed_over(folder: Path) -> bool:
+    """Whether a folder met in a walk is not entered: hidden (``.git``, ...), dependencies
+    (``node_modules``, ``site-packages``, ...), a virtual environment or a tagged cache folder.
+
+    >>> is_passed_over(Path("app/node_modules")), is_passed_over(Path("app/src"))
+    (True, False)
+    """
+    return (folder.name.startswith(".") or folder.name in DEPENDENCY_FOLDERS
+            or any((folder / m).is_file() for m in _MARKERS))
+
+
 def is_transcript_name(name: str) -> bool:
     """Whether a file met in a folder may be a transcript: a .jsonl/.json file, or an aider chat
     history (``.aider.chat.history.md``).
@@ -146,8 +164,9 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
     """The files named, and the .jsonl/.json files and aider chat histories under the folders
     named, in sorted order.
 
-    Hidden folders inside the folders named (``.git``, ...) are not entered; symbolic links
-    to folders are not followed.
+    Hidden folders inside the folders named (``.git``, ...), folders of dependencies, virtual
+    environments and caches (:func:`is_passed_over`) are not entered; symbolic links to folders
+    are not followed.
 
     >>> [p.name for p in iter_files(["examples/sessions"])][:1]
     ['10b1d23c-c2b6-582e-a56c-8d4c39482bb3.jsonl']
@@ -157,7 +176,7 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
             yield path
         elif path.is_dir():
             for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if not is_passed_over(Path(root, d)))
                 for name in sorted(files):
                     if is_transcript_name(name):
                         yield Path(root, name)

@@ -6,6 +6,8 @@ touches a database.
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,6 +48,18 @@ class Session:
     ended_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+
+
+def content_id(m: Message, seen: Counter[str]) -> str:
+    """The id of a message its source gives none: a hash of what it says (and when), numbered
+    among the identical ones of its session met so far (``seen``, counted here), so that
+    importing the same file twice matches (ingestion gives every id-less message one; a
+    streaming importer gives them itself, counting across the pieces of a session)."""
+    key = "\x1f".join([m.role, m.kind, m.created_at.isoformat() if m.created_at else "", m.content])
+    digest = hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:32]
+    number = seen[digest]
+    seen[digest] += 1
+    return f"h:{digest}:{number}"
 
 
 @dataclass

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from ._read import (
     Lines,
+    _is_object,
     checked,
     clean_text,
     clean_value,
@@ -37,7 +40,7 @@ from ._read import (
     span,
     text_or_none,
 )
-from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
+from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session, content_id
 
 FORMAT = "jsonl"
 EXPORT_VERSION = 1          # the newest export format this reads (recall.export_agent's header)
@@ -64,21 +67,106 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0, keep_records: bool 
     given: dict[str, tuple] = {}          # a session's own started_at / ended_at
     default_sid = derived_session_id(path)
     for n, obj in lines.objects():
-        try:
-            if "pyrecall_export" in obj:
-                _header(n, obj, lines)
-            elif "record" in obj and "role" not in obj:   # (a message may carry a field "record")
-                if _record(n, obj, lines, records, keep_records):
-                    streamed += 1
-            else:
-                _line(n, obj, lines, sessions, default_sid, given)
-        except RecursionError:
-            lines.report(n, "metadata nested too deeply")
+        streamed += _dispatch(n, obj, lines, sessions, default_sid, given, records, keep_records) == LEFT
     for s in sessions.values():
-        first, last = span([m.created_at for m in s.messages])
-        started, ended = given.get(s.session_id, (None, None))
-        s.started_at, s.ended_at = started or first, ended or last
+        _span(s, s, given)
     return ParseResult(list(sessions.values()), problems, FORMAT, lines.end_offset, records, streamed)
+
+
+STREAM_MESSAGES = 10_000   # stream(): the sessions read so far are given every this many messages
+
+
+def stream(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
+    """:func:`parse` with ``keep_records=False``, the sessions given as the file is read
+    (``session_stream``): a session's messages come in pieces of the file's order, each piece
+    a :class:`Session` of its own (the same id, the header fields read by then), so that an
+    export of millions of messages is imported in the memory of ``STREAM_MESSAGES``. What
+    `pyrecall import` and `sync` use. ``end_offset`` is known before the sessions are read: the
+    stream stops there, whatever is appended meanwhile.
+
+    >>> result = stream("tests/fixtures/importers/generic.jsonl")
+    >>> [(s.session_id, len(s.messages)) for s in result.session_stream]
+    [('deploy-2026-02-10', 5), ('standup-2026-02-11', 2)]
+    """
+    path = checked(path)
+    problems: list[Problem] = []
+    lines = Lines(path, start_offset, problems)
+    result = ParseResult([], problems, FORMAT, _line_end(path, start_offset, problems, lines), [], 0)
+    result.session_stream = _pieces(path, lines, result)
+    return result
+
+
+def _pieces(path, lines: Lines, result: ParseResult) -> Iterator[Session]:
+    sessions: dict[str, Session] = {}     # each session's header; its messages since the last piece
+    given: dict[str, tuple] = {}
+    given_out: set[str] = set()           # sessions given at least once
+    seen: dict[str, Counter] = {}         # per session: the id-less messages met (their numbering)
+    held = 0
+    default_sid = derived_session_id(path)
+    for n, obj in lines.objects():
+        if lines.end_offset > result.end_offset:
+            break
+        read = _dispatch(n, obj, lines, sessions, default_sid, given, result.records, False)
+        result.streamed += read == LEFT
+        held += read == MESSAGE
+        if held >= STREAM_MESSAGES:
+            yield from _give(sessions, given, seen, given_out, final=False)
+            held = 0
+    yield from _give(sessions, given, seen, given_out, final=True)
+
+
+def _give(sessions: dict[str, Session], given: dict[str, tuple], seen: dict[str, Counter],
+          given_out: set[str], *, final: bool) -> Iterator[Session]:
+    """A piece of every session holding messages (and, at the end, of every session not given
+    yet); the headers stay for the pieces to come. A message without an id of its own gets the
+    one ingestion would give it in the whole session (numbered among the identical ones of all
+    its session's pieces)."""
+    for s in sessions.values():
+        if s.messages or (final and s.session_id not in given_out):
+            counter = seen.setdefault(s.session_id, Counter())
+            for m in s.messages:
+                m.external_id = m.external_id or content_id(m, counter)
+            piece = replace(s, metadata=dict(s.metadata), messages=s.messages)
+            _span(piece, piece, given)
+            s.messages = []
+            given_out.add(s.session_id)
+            yield piece
+
+
+def _span(s: Session, of: Session, given: dict[str, tuple]) -> None:
+    """A session's start and end: as a line gave them, else the span of its messages (of a
+    piece: the database widens a stored session's span to its messages)."""
+    first, last = span([m.created_at for m in of.messages])
+    started, ended = given.get(s.session_id, (None, None))
+    s.started_at, s.ended_at = started or first, ended or last
+
+
+def _line_end(path, start: int, problems: list[Problem], lines: Lines) -> int:
+    """Where :class:`Lines` will stop: after the last newline, or after a last line without one
+    that is a whole JSON object (what :class:`Lines` consumes); from the start when the file is
+    shorter than ``start`` (reported, as :class:`Lines` reports it)."""
+    size = os.path.getsize(path)
+    if start > size:
+        problems.append(Problem(str(path), None,
+                                f"file is shorter than the start offset {start}: read from the start"))
+        lines.start = lines.end_offset = start = 0
+    with open(path, "rb") as f:
+        pos, tail = size, b""
+        while pos > start:
+            step = min(1 << 16, pos - start)
+            f.seek(pos - step)
+            block = f.read(step)
+            if b"\n" in block:
+                cut = block.rfind(b"\n")
+                tail = block[cut + 1:] + tail
+                pos = pos - step + cut + 1
+                break
+            tail, pos = block + tail, pos - step
+        else:
+            pos = start
+    if tail and _is_object(tail):
+        return size
+    return pos
 
 
 def record_batches(path: str | os.PathLike, start_offset: int, end_offset: int,
@@ -99,6 +187,25 @@ def record_batches(path: str | os.PathLike, start_offset: int, end_offset: int,
                 batch = []
     if batch:
         yield batch
+
+
+def _dispatch(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default_sid: str,
+              given: dict[str, tuple], records: list[dict], keep_records: bool) -> int:
+    """One line read: the export's header, a record, or a message. LEFT when it is a record left
+    in the file (``keep_records=False``), MESSAGE when a message was read, else 0."""
+    try:
+        if "pyrecall_export" in obj:
+            _header(n, obj, lines)
+        elif "record" in obj and "role" not in obj:   # (a message may carry a field "record")
+            return LEFT if _record(n, obj, lines, records, keep_records) else 0
+        elif _line(n, obj, lines, sessions, default_sid, given):
+            return MESSAGE
+    except RecursionError:
+        lines.report(n, "metadata nested too deeply")
+    return 0
+
+
+LEFT, MESSAGE = 1, 2
 
 
 def _header(n: int, obj: dict, lines: Lines) -> None:
@@ -232,16 +339,16 @@ def _unit(value: Any) -> bool:
 
 
 def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default_sid: str,
-          given: dict[str, tuple]) -> None:
+          given: dict[str, tuple]) -> bool:
     sid = id_or_none(obj.get("session_id")) if "session_id" in obj else default_sid
     if sid is None:
         lines.report(n, "session_id is not text")
-        return
+        return False
     role = obj.get("role")
     role = ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
     if role not in ROLES:
         lines.report(n, "line without role" if role is None else f"unknown role {role!r:.40}")
-        return
+        return False
     default_kind = "tool_result" if role == "tool" else "text"
     kind = obj.get("kind", default_kind)
     if kind not in KINDS:
@@ -251,11 +358,11 @@ def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default
     if content is None:
         lines.report(n, "line without content" if obj.get("content") is None
                      else "content is neither text nor a list of text blocks")
-        return
+        return False
     content = clean_text(content)
     if not content.strip():
         lines.report(n, "empty content")
-        return
+        return False
     created, ok = parse_time(obj["created_at"] if "created_at" in obj else obj.get("timestamp"))
     if not ok:
         lines.report(n, "invalid created_at")
@@ -293,6 +400,7 @@ def _line(n: int, obj: dict, lines: Lines, sessions: dict[str, Session], default
     session.messages.append(Message(
         eid, role, kind, content, created,
         None if importance is None else float(importance), clean_value(metadata)))
+    return True
 
 
 def _text(content: Any) -> str | None:
