@@ -1142,6 +1142,91 @@ def _kept_summaries(kept: dict) -> str:
 
 @main.command()
 @agent_option
+@json_option
+@dsn_option
+@handle_errors
+def status(agent, as_json, dsn):
+    """Say what the agent's memory holds and what to do next: the database and its schema, the
+    sessions and messages (by the coding agent or app that wrote them), the chunks waiting to be
+    embedded, curated memories, the files imported, the embedding model, and which coding agents
+    call pyrecall (hooks, MCP) and whether they keep their memory where this one looks.
+
+    Nothing is changed (an older schema is reported, not migrated). Exits 0; the steps it lists
+    are advice.
+
+    \b
+    Example:
+      pyrecall status
+      pyrecall status --agent-id aria --json
+    """
+    import psycopg
+
+    from . import _db, _status
+    from ._embed import MINILM_NAMES, _bundled_dir
+    r = _bare_client(dsn)
+    try:
+        version = r.conn.execute("select current_setting('server_version'), "
+                                 "(select extversion from pg_extension where extname = 'vector')").fetchone()
+        pending = sum(m.state != "applied" for m in r.migration_status())
+        try:
+            st = r.status(agent)
+        except psycopg.errors.UndefinedFunction:    # a schema older than recall.agent_status
+            st = None
+    finally:
+        r.close()
+    model = _config.embed_model()
+    local = model.removeprefix("local/")
+    installed = None if not model.startswith("local/") else (
+        _bundled_dir(local) is not None if local in MINILM_NAMES or local.endswith("-int8") else None)
+    wired = _status.wiring()
+    from_env = dsn or _config.dsn_from_env()
+    elsewhere = _status.other_memories(wired, _config.data_dir(), from_env)
+    steps = _status.next_steps(st, pending_migrations=pending, model=model, wired=wired, elsewhere=elsewhere)
+    url = _db.as_url(from_env) if from_env else _db.as_url(_db.resolve_dsn(), port=_db.embedded_port())
+    url = re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)   # no password on the screen
+    if as_json:
+        click.echo(json.dumps({
+            "agent_id": agent, "database": {"url": url, "embedded": not from_env,
+                                            "data_dir": None if from_env else str(_config.data_dir()),
+                                            "postgres": version[0], "pgvector": version[1]},
+            "schema": {"pending_migrations": pending}, "memory": st,
+            "model": {"configured": model, "installed": installed},
+            "wiring": [w.__dict__ for w in wired], "next": steps}, default=str, ensure_ascii=False, indent=2))
+        return
+    where = f"embedded, {_config.data_dir()}" if not from_env else "PYRECALL_DSN" if not dsn else "--dsn"
+    lines = [("database", f"{url}  ({where}; PostgreSQL {version[0]}, pgvector {version[1] or 'missing'})"),
+             ("schema", f"{pending} migration(s) pending" if pending else "up to date" if st is not None
+                        else "functions older than this pyrecall")]
+    if st is not None:
+        span = (f", {st['first_at']:%Y-%m-%d} .. {st['last_at']:%Y-%m-%d}" if st["first_at"] else "")
+        by_count = lambda d: sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))  # noqa: E731
+        sources = ", ".join(f"{k} {v}" for k, v in by_count(st["sources"]))
+        failing = f", {st['failing']} failing" if st["failing"] else ""
+        lines += [
+            ("agent", f"{agent}: {st['sessions']} session(s){f' ({sources})' if sources else ''}, "
+                      f"{st['messages']} message(s){span}"),
+            ("chunks", f"{st['chunks']} ({st['embedded']} embedded, {st['pending']} pending{failing})"
+                       f"; nearest by: {st['vector_path']}"),
+            ("memories", f"{st['memories']} curated ({st['pinned']} pinned)"
+                         + (f"; {st['forgotten']} session(s) forgotten" if st["forgotten"] else "")),
+            ("files", f"{st['files']} imported" + (f", {st['file_problems']} with problems" if st["file_problems"] else "")
+                      + (f"; last read {st['last_sync']:%Y-%m-%d %H:%M}" if st["last_sync"] else "")),
+            ("model", f"{model}" + ("" if installed is None else " (installed)" if installed else " (not installed: "
+                                    "pip install 'pyrecall[local]')")
+                      + (f"; vectors: {', '.join(f'{k} {v}' for k, v in by_count(st['models']))}" if st["models"] else "")),
+        ]
+    for w in wired:
+        found = ", ".join(w.hooks + (["MCP"] if w.mcp else [])) or "not configured"
+        lines.append((w.agent, found))
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        click.echo(f"{k:<{width}}  {v}")
+    for i, step in enumerate(steps):
+        click.echo(f"{'next' if i == 0 else '':<{width}}  {step}")
+
+
+@main.command()
+@agent_option
 @click.option("--project", default=None, help="Only this project.")
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
 @click.option("--source-agent", default=None, metavar="NAME",

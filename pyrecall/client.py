@@ -215,6 +215,9 @@ def _unforget_ids(session_ids) -> list[str] | None:
     return [_text(s) for s in session_ids]
 
 
+STATUS_SQL = "select * from recall.agent_status(%s)"
+
+
 def _dicts(cur) -> list[dict]:
     names = [d.name for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -950,6 +953,16 @@ class Recall:
         args = _memories_args(agent_id, project, kind, limit, include_superseded, pinned_only)
         return [CuratedMemory(*row) for row in self.conn.execute(MEMORIES_SQL, args).fetchall()]
 
+    def status(self, agent_id: str) -> dict:
+        """What the agent's memory holds (recall.agent_status): sessions, messages, chunks
+        embedded and pending, memories, the span of its sessions, its sources and models, the
+        files imported for it, and how recall finds its nearest chunks.
+
+        >>> Recall(dsn).status("claude-code")["pending"]                   # doctest: +SKIP
+        0
+        """
+        return _dicts(self.conn.execute(STATUS_SQL, [_text(agent_id)]))[0]
+
     def export(self, agent_id: str, out: str | os.PathLike | TextIO, *, vectors: bool = False) -> dict:
         """Write all of the agent's memory that cannot be derived again to ``out`` (a path, or
         a text stream), one JSON object a line (recall.export_agent): a header, its messages
@@ -1449,6 +1462,12 @@ class AsyncRecall:
             await self.conn.execute(_call_scalar("pin_memory", args), args)
         except psycopg.errors.NoDataFound as exc:
             raise _not_found(exc) from None
+
+    async def status(self, agent_id: str) -> dict:
+        """See :meth:`Recall.status`."""
+        cur = await self.conn.execute(STATUS_SQL, [_text(agent_id)])
+        names = [d.name for d in cur.description]
+        return dict(zip(names, await cur.fetchone(), strict=True))
 
     async def memories(self, agent_id: str, *, project: str | None = None, kind: str | None = None,
                        limit: int = 50, include_superseded: bool = False,

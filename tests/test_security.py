@@ -40,7 +40,7 @@ PUBLIC_FUNCTIONS = {"hybrid_recall", "hybrid_recall_v1", "hybrid_recall_v2", "se
                     "auto_context_v12", "hybrid_recall_v13", "session_recall_v13", "auto_context_v13",
                     "auto_context_v14", "auto_context_v15",
                     "embedding_model", "redact", "secrets_in", "redact_stored", "unforget_sessions",
-                    "similar_memories"}
+                    "similar_memories", "agent_status"}
 # v6's search runs as the owner, after checking the caller as the policies would
 # (sql/released/v6.sql; tests/test_recall_v6.py): the only SECURITY DEFINER functions
 DEFINER = ["recall._check_reader_v6(text)",
