@@ -390,6 +390,9 @@ def test_import_and_chunking_through_the_normal_path_on_the_coordinator(coord, c
         assert coord.execute("select count(*) from recall.messages where agent_id = %s",
                              [agent]).fetchone()[0] == stored
         assert _chunks(coord, agent) == on_cluster
+        # `pyrecall status`'s counts: those of a single node
+        status = "select sessions, messages, chunks, pending, sources from recall.agent_status(%s)"
+        assert coord.execute(status, [agent]).fetchone() == conn.execute(status, [agent]).fetchone()
 
 
 def test_a_retention_policy_forgets_old_sessions_on_each_worker(coord, cluster):
