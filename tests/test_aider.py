@@ -152,6 +152,19 @@ def test_an_offset_not_at_a_start_line_reads_the_file_again(tmp_path):
         [m.external_id for m in s.messages] for s in whole.sessions]
 
 
+def test_windows_line_endings(tmp_path):
+    """aider writes the platform's line endings: CRLF on Windows, the same messages."""
+    f = tmp_path / aider.FILE_NAME
+    f.write_bytes(HISTORY.read_bytes().replace(b"\n", b"\r\n"))
+    assert detect_format(f) == "aider"
+    crlf, lf = aider.parse(f), aider.parse(HISTORY)
+    assert [[(m.role, m.kind, m.content.replace("\r", "")) for m in s.messages] for s in crlf.sessions] == [
+        [(m.role, m.kind, m.content) for m in s.messages] for s in lf.sessions]
+    assert all("\r" not in m.content for s in crlf.sessions for m in s.messages)
+    tail = aider.parse(f, start_offset=crlf.end_offset)
+    assert [s.session_id for s in tail.sessions] == [crlf.sessions[-1].session_id]
+
+
 def test_two_sessions_started_in_the_same_second_stay_apart(tmp_path):
     f = tmp_path / aider.FILE_NAME
     f.write_text(start("2026-01-01 10:00:00") + user("first") + start("2026-01-01 10:00:00") + user("second")
