@@ -62,6 +62,7 @@ def main_demo() -> None:
     best = _best_chunk("how did we fix the docker deployment?")
     if best is not None:
         run("expand", str(best), "--token-budget", "600")
+    run("status")
     print("\nTry: pyrecall recall \"why did the alpine build fail?\" --by-session\n"
           "Yours: pyrecall import ~/.claude/projects && pyrecall embed  (see README.md for the "
           "Claude Code hook)")

