@@ -27,6 +27,7 @@ from pyrecall.importers import (
     aider,
     chat_archives,
     claude_code,
+    cline,
     codex,
     detect_format,
     discord,
@@ -51,6 +52,7 @@ CODEX = FIX / "codex" / f"rollout-2026-03-04T10-15-00-{CODEX_ID}.jsonl"
 GEMINI = FIX / "gemini" / "session-2026-03-05T14-00-7c1e9a20.jsonl"
 GEMINI_DOC = FIX / "gemini" / "session-2026-02-20T09-30-3b5d0f11.json"
 AIDER = FIX / "aider" / ".aider.chat.history.md"
+CLINE = FIX / "cline" / "tasks" / "1767000000000" / "api_conversation_history.json"
 GEMINI_HASH = "cbc1724e5616b7a13f2163e3410b4960725caa39cc1906504f65cd93d2470e48"
 
 
@@ -434,7 +436,7 @@ def test_example_sessions():
     assert starts[0].year == 2026 and (starts[-1] - starts[0]).days >= 10
 
 
-@pytest.mark.parametrize("module", ["_read", "aider", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
+@pytest.mark.parametrize("module", ["_read", "aider", "cline", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
                                     "discord", "chat_archives",
                                     "_detect", "__init__"])
 def test_docstring_examples(module, monkeypatch):
@@ -972,7 +974,8 @@ def test_detect_format(tmp_path, name, filename, content, fmt):
 @pytest.mark.parametrize("content, message", [
     (b"", "{}: empty file"),
     (b"hello", "{}: not a recognised transcript format "
-              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai, aider)"),
+              "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai, aider, "
+              "cline)"),
 ])
 def test_parse_any_refuses(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
@@ -1296,6 +1299,8 @@ def test_fuzz_mutated_files(data):
     sample = data.draw(mutated(AIDER.read_bytes()))
     check(parse_bytes(aider, sample, aider.FILE_NAME), sample)
     detect_format_safely(sample)
+    sample = data.draw(mutated(CLINE.read_bytes()))
+    check(parse_bytes(cline, sample, cline.FILE_NAME), sample, exact=False)
     for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
         sample = data.draw(mutated(path.read_bytes()))
         check(parse_bytes(parser, sample, "d.json"), sample, exact=False)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import aider, chat_archives, claude_code, codex, discord, gemini, jsonl, openai_chat
+from . import aider, chat_archives, claude_code, cline, codex, discord, gemini, jsonl, openai_chat
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
@@ -23,6 +23,7 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "chatgpt": chat_archives.parse_chatgpt,
     "claude_ai": chat_archives.parse_claude_ai,
     "aider": aider.parse,
+    "cline": cline.parse,
 }
 # the parsers that give their sessions as the file is read (ParseResult.session_stream): what
 # `pyrecall import` uses for these formats, whose files can be gigabytes
@@ -54,6 +55,8 @@ def detect_format(path: str | os.PathLike) -> str | None:
     text = head.replace(b"\x00", b"").decode("utf-8", "replace").lstrip("\ufeff")
     if aider.is_history(text[:4096]):
         return "aider"
+    if cline.is_task_file(path) and text.lstrip().startswith("["):
+        return "cline"
     if text.lstrip().startswith("["):
         return _of_document(text)
     lines = text.splitlines()
@@ -150,6 +153,12 @@ def is_passed_over(folder: Path) -> bool:
             or any((folder / m).is_file() for m in _MARKERS))
 
 
+def is_sidecar(name: str, names) -> bool:
+    """Whether a file is read with another of its folder (a Cline task's ui_messages.json and
+    task_metadata.json beside its api_conversation_history.json), not on its own."""
+    return name in cline.SIDECARS and cline.FILE_NAME in names
+
+
 def is_transcript_name(name: str) -> bool:
     """Whether a file met in a folder may be a transcript: a .jsonl/.json file, or an aider chat
     history (``.aider.chat.history.md``).
@@ -178,7 +187,7 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not is_passed_over(Path(root, d)))
                 for name in sorted(files):
-                    if is_transcript_name(name):
+                    if is_transcript_name(name) and not is_sidecar(name, files):
                         yield Path(root, name)
         else:
             raise ImportFormatError(f"{path}: no such file or folder")
