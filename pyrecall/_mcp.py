@@ -520,7 +520,8 @@ def build_server(backend: Backend) -> RecallServer:
         project: Annotated[str | None, Field(description="Only this project (as recorded).")] = None,
         source_agent: Annotated[str | None, Field(description="Only sessions written by this coding "
                                                   "agent or chat app: claude-code, codex, gemini, "
-                                                  "aider, cline, roo-code, chatgpt, claude-ai.")] = None,
+                                                  "aider, cline, roo-code, continue, chatgpt, "
+                                                  "claude-ai.")] = None,
         since: Annotated[str | None, Field(description="Only since then: 7d, 12h, 2w, or a "
                                            "date like 2026-01-01.")] = None,
         by_session: Annotated[bool, Field(description="The best sessions first, then their "
@@ -574,7 +575,8 @@ def build_server(backend: Backend) -> RecallServer:
         project: Annotated[str | None, Field(description="Only this project.")] = None,
         source_agent: Annotated[str | None, Field(description="Only those written by this coding "
                                                   "agent or chat app: claude-code, codex, gemini, "
-                                                  "aider, cline, roo-code, chatgpt, claude-ai.")] = None,
+                                                  "aider, cline, roo-code, continue, chatgpt, "
+                                                  "claude-ai.")] = None,
     ) -> Annotated[CallToolResult, SessionsOut]:
         """This agent's recent sessions, newest first, with their titles."""
         with backend.client() as r:

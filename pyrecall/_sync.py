@@ -317,7 +317,7 @@ def _walk(roots: list[Path], ignored: list[Path], passed_over: list[Path]):
                 passed_over.extend(Path(folder, d) for d in skip if not d.startswith("."))
                 dirs[:] = sorted(d for d in dirs if d not in skip)
                 for name in sorted(names):
-                    if is_sidecar(name, names):
+                    if is_sidecar(folder, name, names):
                         continue                  # read with the file it belongs to
                     if is_transcript_name(name):
                         yield Path(folder, name)

@@ -537,7 +537,7 @@ def migrate_status(dsn):
               f"and only what is at least --min-similarity {PROMPT_MIN_SIMILARITY} like it).")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, aider, cline, roo-code, chatgpt, claude-ai (as the importers record it in the session metadata).")
+                   "gemini, aider, cline, roo-code, continue, chatgpt, claude-ai (as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
               type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary",
                                  "memory"]),
@@ -826,8 +826,8 @@ def import_(paths, agent, full, as_json, dsn):
     .jsonl/.json files and aider chat histories (.aider.chat.history.md).
 
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, aider, Cline and
-    Roo Code tasks, generic JSONL, OpenAI chat, Discord export, ChatGPT and Claude.ai data
-    exports); the agent or app that
+    Roo Code tasks, Continue sessions, generic JSONL, OpenAI chat, Discord export, ChatGPT and
+    Claude.ai data exports); the agent or app that
     wrote a session is kept as its source_agent (`pyrecall recall --source-agent codex`).
     Importing again adds nothing; a bad
     line or file is reported with file:line and never stops the run. Every run lists the files
@@ -1232,7 +1232,7 @@ def status(agent, as_json, dsn):
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, aider, cline, roo-code, chatgpt, claude-ai.")
+                   "gemini, aider, cline, roo-code, continue, chatgpt, claude-ai.")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @json_option
 @dsn_option

@@ -124,10 +124,11 @@ def test_reimport_adds_nothing(conn):
     again = _sync.index(conn, [IMPORTERS], agent_id="claude-code", full=True)
 
     # 12 Claude Code, 12 Codex, 15 + 5 Gemini CLI, 7 JSONL, 5 OpenAI chat, 4 Discord, 9 ChatGPT,
-    # 8 Claude.ai, 13 aider and 15 Cline messages
-    assert first.inserted == 105 and first.count("new") == 11
-    assert again.count("reread") == 11
-    assert (again.messages, again.inserted) == (105, 0)
+    # 8 Claude.ai, 13 aider, 15 Cline and 7 Continue messages (Continue's sessions.json, outside
+    # ~/.continue/sessions, is a file of its own: no transcript)
+    assert first.inserted == 112 and first.count("new") == 12 and first.count("not-transcript") == 1
+    assert again.count("reread") == 12
+    assert (again.messages, again.inserted) == (112, 0)
     assert db_state(conn) == before
     assert conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone() == chunk_ids
 

@@ -8,7 +8,18 @@ Parsing only; writing the records to the database is the ingestion layer's work.
 ('claude_code', 1)
 """
 
-from . import aider, chat_archives, claude_code, cline, codex, discord, gemini, jsonl, openai_chat
+from . import (
+    aider,
+    chat_archives,
+    claude_code,
+    cline,
+    codex,
+    continue_dev,
+    discord,
+    gemini,
+    jsonl,
+    openai_chat,
+)
 from ._detect import FORMATS, PARSERS, STREAMING, detect_format, iter_files, parse_any
 from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
 
@@ -26,6 +37,7 @@ __all__ = [
     "chat_archives",
     "claude_code",
     "cline",
+    "continue_dev",
     "codex",
     "detect_format",
     "discord",

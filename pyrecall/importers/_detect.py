@@ -8,7 +8,18 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .._errors import ImportFormatError
-from . import aider, chat_archives, claude_code, cline, codex, discord, gemini, jsonl, openai_chat
+from . import (
+    aider,
+    chat_archives,
+    claude_code,
+    cline,
+    codex,
+    continue_dev,
+    discord,
+    gemini,
+    jsonl,
+    openai_chat,
+)
 from ._read import JsonDoc, checked
 from ._records import ParseResult
 
@@ -24,6 +35,7 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "claude_ai": chat_archives.parse_claude_ai,
     "aider": aider.parse,
     "cline": cline.parse,
+    "continue": continue_dev.parse,
 }
 # the parsers that give their sessions as the file is read (ParseResult.session_stream): what
 # `pyrecall import` uses for these formats, whose files can be gigabytes
@@ -78,6 +90,8 @@ def _of_object(obj: dict) -> str | None:
     """The format one top-level object (a whole document or one line) belongs to."""
     if isinstance(obj.get("guild"), dict) and isinstance(obj.get("channel"), dict):
         return "discord"
+    if continue_dev.is_session(obj):
+        return "continue"
     if chat_archives.is_chatgpt(obj):
         return "chatgpt"
     if chat_archives.is_claude_ai(obj):
@@ -105,7 +119,7 @@ def _of_document(text: str) -> str | None:
         if gemini.is_metadata(root):
             return "gemini_json"  # a document, whether or not its messages were reached
         fmt = _of_object(root)
-        return fmt if fmt in ("discord", "openai_chat", "chatgpt", "claude_ai") else None
+        return fmt if fmt in ("discord", "openai_chat", "chatgpt", "claude_ai", "continue") else None
     if isinstance(root, list) and root and isinstance(root[0], dict):
         if chat_archives.is_chatgpt(root[0]):
             return "chatgpt"        # ChatGPT's export: conversations.json
@@ -153,10 +167,12 @@ def is_passed_over(folder: Path) -> bool:
             or any((folder / m).is_file() for m in _MARKERS))
 
 
-def is_sidecar(name: str, names) -> bool:
-    """Whether a file is read with another of its folder (a Cline task's ui_messages.json and
-    task_metadata.json beside its api_conversation_history.json), not on its own."""
-    return name in cline.SIDECARS and cline.FILE_NAME in names
+def is_sidecar(folder: str | os.PathLike, name: str, names) -> bool:
+    """Whether a file is read with others of its folder, not on its own: a Cline task's
+    ui_messages.json and task_metadata.json beside its api_conversation_history.json,
+    Continue's list of its sessions (~/.continue/sessions/sessions.json)."""
+    return ((name in cline.SIDECARS and cline.FILE_NAME in names)
+            or continue_dev.is_index(Path(folder, name)))
 
 
 def is_transcript_name(name: str) -> bool:
@@ -187,7 +203,7 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not is_passed_over(Path(root, d)))
                 for name in sorted(files):
-                    if is_transcript_name(name) and not is_sidecar(name, files):
+                    if is_transcript_name(name) and not is_sidecar(root, name, files):
                         yield Path(root, name)
         else:
             raise ImportFormatError(f"{path}: no such file or folder")
