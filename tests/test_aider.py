@@ -152,6 +152,23 @@ def test_an_offset_not_at_a_start_line_reads_the_file_again(tmp_path):
         [m.external_id for m in s.messages] for s in whole.sessions]
 
 
+def test_an_output_of_several_lines_is_one_note(tmp_path):
+    """aider writes a multi-line output (/diff's, a commit message with a body) as one quoted line
+    whose two spaces come at its very end."""
+    f = tmp_path / aider.FILE_NAME
+    f.write_text(start("2026-01-01 10:00:00") + user("fix it") + answer("done") + note("Applied edit to a.py")
+                 + "> Commit 1a2b3c4 fix: a\n\nThe body of the commit.  \n"
+                 + user("/diff") + "> diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2  \n"
+                 + user("thanks") + answer("> a quote opening an answer stays the answer's"))
+    [s] = aider.parse(f).sessions
+    assert [(m.role, m.kind, m.content) for m in s.messages] == [
+        ("user", "text", "fix it"), ("assistant", "text", "done"),
+        ("system", "text", "Applied edit to a.py\nCommit 1a2b3c4 fix: a\n\nThe body of the commit."),
+        ("user", "tool_call", "/diff"),
+        ("tool", "tool_result", "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2"),
+        ("user", "text", "thanks"), ("assistant", "text", "> a quote opening an answer stays the answer's")]
+
+
 def test_windows_line_endings(tmp_path):
     """aider writes the platform's line endings: CRLF on Windows, the same messages."""
     f = tmp_path / aider.FILE_NAME
@@ -218,15 +235,20 @@ blocks = st.one_of(
     st.builds(lambda c, xs: user(c + xs[0]), st.sampled_from(["/add ", "/run ", "!", "/undo"]),
               st.lists(words, min_size=1, max_size=1)),
     st.builds(lambda xs: note(*xs), st.lists(words, min_size=1, max_size=3)),
+    # one of aider's outputs holding line breaks (a commit message with a body): two spaces at its end only
+    st.builds(lambda xs: "> Commit 1a2b3c4 " + "\n\n".join(xs) + "  \n", st.lists(words, min_size=2, max_size=3)),
     st.builds(lambda xs: answer("\n\n".join(xs)), st.lists(words, min_size=1, max_size=3)),
 )
 
 
 def _histories(draw_blocks):
-    """Blocks as aider writes them: never two answers in a row (aider writes its notes between)."""
+    """Blocks as aider writes them: never two answers in a row (aider writes its notes between);
+    an output of several lines right after an input or another output (as /diff's, a commit's)."""
     out = []
     for b in draw_blocks:
         if out and not b.startswith(("\n#", ">")) and not out[-1].startswith(("\n#", ">")):
+            continue
+        if b.startswith("> Commit") and not (out and out[-1].startswith(("\n####", ">"))):
             continue
         out.append(b)
     return [start("2026-01-01 09:00:00")] + out
@@ -323,3 +345,28 @@ def test_recalled_by_keywords_and_kept_to_its_source_agent(conn):
     assert hits and {agent for _, agent in hits} == {"aider"}
     assert any("max_size=20" in content for content, _ in hits[:3])
     assert rows(conn, recall, "connection pool exhausted timeout", '{"source_agent": "codex"}') == []
+
+
+def test_a_history_aider_wrote():
+    """aider 0.86.2 itself (`aider --message ...` against a model server on loopback that answers
+    with a whole-file edit; and against none): its start-up lines as metadata, a request with
+    its retries' errors, an answer, an edit applied and a commit whose message has several lines,
+    a /run (aider's lines after it at the end of the file wait for the next read)."""
+    path = HERE / "fixtures" / "importers" / "aider" / "aider-0.86.2.chat.history.md"
+    assert detect_format(path) == "aider"
+    result = aider.parse(path)
+    assert result.problems == []
+    got = [[(m.role, m.kind, m.content.splitlines()[0]) for m in s.messages] for s in result.sessions]
+    assert got == [
+        [("user", "text", "Explain app.py in one sentence"),
+         ("system", "text", "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.")],
+        [("user", "text", "Make it greet by name"),
+         ("assistant", "text", "app.py prints a greeting. I'll make it greet by name."),
+         ("system", "text", "Applied edit to app.py")],
+        [("user", "tool_call", "/run echo hello")],
+    ]
+    commit = result.sessions[1].messages[2].content
+    assert "Commit effdc10 app.py prints a greeting" in commit and commit.endswith("```")
+    assert {s.metadata["model"] for s in result.sessions} == {"openai/gpt-4o-mini"}
+    assert {s.metadata["aider_version"] for s in result.sessions} == {"0.86.2"}
+    assert all("gitignore" not in m.content for s in result.sessions for m in s.messages)

@@ -8,13 +8,14 @@ Aider appends every session to one Markdown file per repository:
 - a line ``> text`` is aider's own output: the banner (version, models, repository), questions
   answered (``Add foo.py to the chat? (Y)es/(N)o [Yes]: y``), ``Applied edit to``, commits,
   warnings and errors. Aider ends each of these lines, and each input line, with two spaces (a
-  Markdown line break): that is how they are told from the model's own Markdown;
+  Markdown line break): that is how they are told from the model's own Markdown (an output of
+  several lines, as a commit message with a body, ends so at its last line);
 - anything else is the model's answer (its edit blocks included), between blank lines.
 
 Each input is a user message: a command (``/...`` or ``!...``) a ``tool_call``, with aider's
 lines after it as its ``tool_result``; other inputs are ``text``, the answer after them an
-assistant ``text``, aider's other lines ``system`` notes. The banner before the first input
-becomes session metadata (``aider_version``, ``model``) instead of a message, and the token and
+assistant ``text``, aider's other lines ``system`` notes. Aider's lines before the first input
+(its start-up) become session metadata (``aider_version``, ``model``) instead of a message, and the token and
 cost line after each answer is dropped: both repeat in every session and would be found by
 every question. The session's project is the file's folder; its title the first input that is
 no command.
@@ -42,11 +43,6 @@ SOURCE_AGENT = "aider"
 FILE_NAME = ".aider.chat.history.md"   # aider's default --chat-history-file
 _START = re.compile(r"^# aider chat started at (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\s*$")
 _TOKENS = re.compile(r"^Tokens: .+ sent\b.*\breceived\b")
-# the banner aider prints at its start, before the first input (kept as session metadata)
-_BANNER = re.compile(r"^(Aider v\S+|(Main |Weak |Editor )?[Mm]odel: .*|Git repo: .*|Repo-map: .*|"
-                     r"Use /help .*|Added .* to the chat\.?|Cur working dir: .*|Git working dir: .*|"
-                     r"Warning: .*|You can skip this check .*|Newer aider version .*|"
-                     r"Run pip install .*|Update git name .*|\S*aider( .*)?)$")
 _TITLE_CHARS = 80
 
 USER, NOTE, TEXT = "user", "note", "text"   # the three kinds of line
@@ -102,13 +98,25 @@ class _Reader:
         self.inputs = 0                           # inputs of the current session
         self.command = False                      # the last input was a command to aider
         self.seen: dict[str, int] = {}            # start lines met, to tell two alike apart
+        self.note_open = False                    # inside one of aider's lines of several lines
 
     def line(self, n: int, text: str, offset: int) -> None:
         if m := _START.match(text):
+            self.note_open = False
             self._flush()
             self._open(m.group(1), offset, n)
             return
+        if self.note_open:
+            # one of aider's lines that holds line breaks (a commit message with a body): it
+            # goes on, blank lines and all, to the line that ends with its two spaces
+            self.block.append(text.rstrip())
+            self.note_open = not text.endswith("  ")
+            return
         kind = _kind(text)
+        if kind == TEXT and self.block_kind in (NOTE, USER) and text.startswith(">"):
+            # right after an input or another of aider's lines (no blank line between, which an
+            # answer always has before it): aider's output of several lines, e.g. /diff's
+            kind, self.note_open = NOTE, True
         if kind is None:                          # a blank line
             if self.block_kind == TEXT:
                 self.block.append("")             # a paragraph break of the answer
@@ -187,21 +195,18 @@ class _Reader:
             self._add("system", "text", content)
 
     def _notes(self, block: list[str]) -> list[str]:
-        """Aider's lines without the token counts, and before the first input without the banner
-        (its version and models kept in the session's metadata)."""
-        kept = []
-        for line in block:
-            if _TOKENS.match(line):
-                continue
-            if self.inputs == 0 and self.session is not None and _BANNER.match(line):
-                meta = self.session.metadata
-                if line.startswith("Aider v"):
-                    meta.setdefault("aider_version", line.split()[1].removeprefix("v"))
+        """Aider's lines without the token counts; before the first input none: they are its
+        start-up (the command line, version, models, repository, the files added, questions about
+        .gitignore), of which the version and the model are kept in the session's metadata."""
+        if self.inputs == 0 and self.session is not None:
+            meta = self.session.metadata
+            for line in block:
+                if m := re.match(r"^Aider v(\S+)", line):
+                    meta.setdefault("aider_version", m.group(1))
                 elif m := re.match(r"^(?:Main )?[Mm]odel: (\S+)", line):
                     meta.setdefault("model", m.group(1))
-                continue
-            kept.append(line)
-        return kept
+            return []
+        return [line for line in block if not _TOKENS.match(line)]
 
     def _add(self, role: str, kind: str, content: str, metadata: dict | None = None) -> None:
         s = self.session
