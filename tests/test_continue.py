@@ -86,3 +86,39 @@ def test_an_edited_session_is_stored_once_per_message(conn, tmp_path):
     assert kinds["tool"] == 1 and kinds["turn_pair"] >= 2 and kinds["thinking"] == 1
     assert conn.execute("select project, metadata->>'source_agent', started_at::text from recall.sessions"
                         ).fetchall() == [("/home/dev/shop", "continue", "2026-01-05 11:00:00+00")]
+
+
+def test_a_session_continues_cli_wrote():
+    """Continue's CLI 1.5.47 (`cn -p ... --auto` against a model server on loopback that calls its
+    Read tool once, then answers): the tool's output is kept beside the call (toolCallStates), the
+    placeholder title stands for none."""
+    path = HERE / "fixtures" / "importers" / "continue" / "cn-1.5.47" / "121b4b0d-1b06-4629-a9bf-4061fc2be279.json"
+    assert detect_format(path) == "continue"
+    result = parse_any(path)
+    [s] = result.sessions
+    assert result.problems == []
+    assert [(m.role, m.kind, m.content) for m in s.messages] == [
+        ("user", "text", "What does app.py do?"),
+        ("assistant", "text", "Let me read the file."),
+        ("assistant", "tool_call", 'Read(filepath="app.py", path="app.py", file_path="app.py")'),
+        ("tool", "tool_result", "Content of app.py:\nprint('hi')"),
+        ("assistant", "text", "app.py prints a greeting: print('hi')."),
+    ]
+    assert s.messages[3].metadata == {"tool_use_id": "call_1", "is_error": False, "tool_name": "Read"}
+    assert (s.title, s.project, s.started_at.isoformat()) == (
+        "What does app.py do?", "/tmp/cnrepo", "2026-12-02T02:04:35.274000+00:00")
+
+
+def test_a_result_kept_twice_is_read_once(tmp_path):
+    """A tool's output both beside its call and as a tool message (the editor's sessions): once."""
+    doc = {"sessionId": "s", "title": "t", "workspaceDirectory": "/w", "history": [
+        {"message": {"role": "assistant", "content": "",
+                     "toolCalls": [{"id": "c9", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+         "contextItems": [], "toolCallState": {"toolCallId": "c9", "status": "errored",
+                                               "output": [{"content": "ls: permission denied"}]}},
+        {"message": {"role": "tool", "content": "ls: permission denied", "toolCallId": "c9"}, "contextItems": []}]}
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(doc))
+    [s] = continue_dev.parse(f).sessions
+    assert [(m.kind, m.content, m.metadata.get("is_error")) for m in s.messages] == [
+        ("tool_call", "ls()", None), ("tool_result", "ls: permission denied", True)]

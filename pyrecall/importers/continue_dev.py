@@ -2,9 +2,9 @@
 
 A session file is one JSON document ``{sessionId, title, workspaceDirectory, history: [...]}``,
 each history item ``{message, contextItems, ...}``; a message ``{role, content}`` with role
-``user``, ``assistant`` (its ``toolCalls``: OpenAI-style function calls), ``tool`` (a call's result,
-``toolCallId``), ``thinking`` or ``system``, content a text or a list of parts (``text``,
-``imageUrl``). The files and snippets the user attached (``contextItems``) are not the
+``user``, ``assistant`` (its ``toolCalls``: OpenAI-style function calls, their outputs in the
+item's ``toolCallStates``), ``tool`` (a call's result, ``toolCallId``), ``thinking`` or ``system``,
+content a text or a list of parts (``text``, ``imageUrl``). The files and snippets the user attached (``contextItems``) are not the
 conversation and are left out; the session's title is Continue's, its project the workspace
 folder (a ``file://`` URI there). ``sessions.json`` beside the sessions lists them with the time
 each was created, the only time Continue records: the session's start (its messages take it).
@@ -35,6 +35,7 @@ from ._records import Message, ParseResult, Problem, Session
 FORMAT = "continue"
 SOURCE_AGENT = "continue"
 INDEX = "sessions.json"         # Continue's list of its sessions, beside them
+UNTITLED = ("Untitled Session", "New Session")   # Continue's placeholders before it names a session
 ROLES = {"user": ("user", "text"), "assistant": ("assistant", "text"), "thinking": ("assistant", "thinking"),
          "system": ("system", "text"), "tool": ("tool", "tool_result")}
 
@@ -64,13 +65,15 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
             problems.append(Problem(str(path), 1, "not a Continue session: no sessionId and history"))
         return ParseResult([], problems, FORMAT, size)
     sid = id_or_none(root.get("sessionId")) or path.stem
-    session = Session(sid, title=text_or_none(root.get("title")), project=_folder(root.get("workspaceDirectory")),
-                      metadata={"source_agent": SOURCE_AGENT})
+    title = text_or_none(root.get("title"))
+    session = Session(sid, title=None if title in UNTITLED else title,
+                      project=_folder(root.get("workspaceDirectory")), metadata={"source_agent": SOURCE_AGENT})
     for key, name in (("mode", "mode"), ("chatModelTitle", "model")):
         if value := text_or_none(root.get(key)):
             session.metadata[name] = value
     session.started_at = _created(path.parent / INDEX, sid, problems)
     calls: dict[str, str] = {}           # a tool call's id -> its tool, to name its result
+    done: set[str] = set()               # the calls whose result is read already
     for i, item in enumerate(root["history"]):
         line = doc.line(item)
         if not isinstance(item, dict) or not isinstance(item.get("message"), dict):
@@ -80,7 +83,8 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
             continue  # cut off by the damage the document error reports
         try:
             session.messages += _messages(item["message"], i, line, str(path), problems, session.started_at,
-                                          calls)
+                                          calls, done)
+            session.messages += _states(item, session.started_at, calls, done)
         except RecursionError:
             problems.append(Problem(str(path), line, f"history[{i}]: nested too deeply"))
     if session.title is None:
@@ -90,13 +94,16 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
 
 
 def _messages(m: dict, i: int, line: int | None, path: str, problems: list[Problem], at,
-              calls: dict[str, str]) -> list[Message]:
+              calls: dict[str, str], done: set[str]) -> list[Message]:
     role, kind = ROLES.get(m.get("role"), (None, None)) if isinstance(m.get("role"), str) else (None, None)
     if role is None:
         problems.append(Problem(path, line, f"history[{i}]: unknown role {m.get('role')!r:.40}"))
         return []
     meta: dict = {}
     if kind == "tool_result" and (call := id_or_none(m.get("toolCallId"))):
+        if call in done:
+            return []                      # read from the call's state already
+        done.add(call)
         meta = {"tool_use_id": call, **({"tool_name": calls[call]} if call in calls else {})}
     out = [(kind, _text(m.get("content")), meta)]
     for call in m.get("toolCalls") or () if role == "assistant" else ():
@@ -119,6 +126,28 @@ def _messages(m: dict, i: int, line: int | None, path: str, problems: list[Probl
         if content:
             messages.append(Message(None, role, k, content, at, None, clean_value(extra)))
     return messages
+
+
+def _states(item: dict, at, calls: dict[str, str], done: set[str]) -> list[Message]:
+    """The results of an answer's tool calls as Continue keeps them beside it (``toolCallStates``,
+    or one ``toolCallState``): each call's output, an errored one marked ``is_error``."""
+    states = item.get("toolCallStates")
+    states = states if isinstance(states, list) else [item["toolCallState"]] if isinstance(
+        item.get("toolCallState"), dict) else []
+    out = []
+    for st in states:
+        call = id_or_none(st.get("toolCallId")) if isinstance(st, dict) else None
+        if call is None or call in done or not isinstance(st.get("output"), list):
+            continue
+        text = clean_text("\n".join(o["content"] for o in st["output"]
+                                     if isinstance(o, dict) and isinstance(o.get("content"), str))).strip()
+        if not text:
+            continue
+        done.add(call)
+        meta = {"tool_use_id": call, "is_error": st.get("status") == "errored",
+                **({"tool_name": calls[call]} if call in calls else {})}
+        out.append(Message(None, "tool", "tool_result", text, at, None, meta))
+    return out
 
 
 def _text(content: Any) -> str:
