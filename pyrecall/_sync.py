@@ -50,12 +50,15 @@ UNKNOWN = "unknown"                       # a file that is no transcript (not re
                                           # but reported as such by every run)
 
 
-# where each coding agent keeps its sessions: Claude Code, Codex CLI, Gemini CLI
-DEFAULT_ROOTS = ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp")
+# where each coding agent keeps its sessions: Claude Code, Codex CLI, Gemini CLI, Cline's CLI,
+# Continue (its CLI and its editor extensions)
+DEFAULT_ROOTS = ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp", "~/.cline/data/sessions",
+                 "~/.continue/sessions")
 
 
 def default_roots() -> list[Path]:
-    """Where Claude Code, Codex CLI and Gemini CLI keep their sessions (existing or not)."""
+    """Where Claude Code, Codex CLI, Gemini CLI, Cline's CLI and Continue keep their sessions
+    (existing or not)."""
     return [Path(p).expanduser() for p in DEFAULT_ROOTS]
 
 
@@ -219,7 +222,8 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
 
     Without ``paths``: the folders and files indexed before by this agent, or else those of
     :func:`default_roots` that exist (``~/.claude/projects``, ``~/.codex/sessions``,
-    ``~/.gemini/tmp``). Remembered files that are gone are forgotten (their memories stay).
+    ``~/.gemini/tmp``, ``~/.cline/data/sessions``, ``~/.continue/sessions``). Remembered files that
+    are gone are forgotten (their memories stay).
 
     >>> sync(conn, agent_id="claude-code").count("appended")  # doctest: +SKIP
     1

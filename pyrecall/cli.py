@@ -825,8 +825,8 @@ def import_(paths, agent, full, as_json, dsn):
     """Import transcripts: files, .zip archives, or folders searched recursively for
     .jsonl/.json files and aider chat histories (.aider.chat.history.md).
 
-    The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, aider, Cline and
-    Roo Code tasks, Continue sessions, generic JSONL, OpenAI chat, Discord export, ChatGPT and
+    The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, aider, Cline (its
+    CLI, and the Cline and Roo Code extensions' tasks), Continue sessions, generic JSONL, OpenAI chat, Discord export, ChatGPT and
     Claude.ai data exports); the agent or app that
     wrote a session is kept as its source_agent (`pyrecall recall --source-agent codex`).
     Importing again adds nothing; a bad
@@ -865,8 +865,9 @@ def sync(paths, agent, as_json, dsn):
     transcript (read from where the last run stopped), rewritten files.
 
     Without PATHS: the folders and files indexed before by this agent, else where Claude
-    Code, Codex CLI and Gemini CLI keep their sessions (~/.claude/projects, ~/.codex/sessions,
-    ~/.gemini/tmp: those that exist).
+    Code, Codex CLI, Gemini CLI, Cline's CLI and Continue keep their sessions
+    (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, ~/.cline/data/sessions,
+    ~/.continue/sessions: those that exist).
 
     \b
     Example:
@@ -1580,7 +1581,7 @@ def forget(session, memory_id, everything, before, project, include_marked, dry_
     of the changed file, `pyrecall import --full`), does not bring it back (`pyrecall forgotten`
     lists them, `pyrecall unforget` lets one in again). --all is a new start for the agent: its
     transcripts are imported again by the next `pyrecall sync` (with nothing indexed before, sync
-    reads ~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp).
+    reads the coding agents' folders: ~/.claude/projects, ~/.codex/sessions, ...).
 
     \b
     Example:

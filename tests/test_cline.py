@@ -133,3 +133,48 @@ def test_a_growing_and_rewound_task_is_stored_once_per_message(conn, tmp_path):
                       "and content like %s", "%EACCES%") == [(1,)]
     assert rows(conn, "select session_id, project, title, metadata->>'source_agent' from recall.sessions") == [
         ("cline-1767000000000", "/home/dev/invoices", WANT[0][2], "cline")]
+
+
+CLI = HERE / "fixtures" / "importers" / "cline" / "cli-3.0.65"
+
+
+def test_a_session_clines_cli_wrote():
+    """Cline's CLI 3.0.65 (`cline "..."` against a model server on loopback that calls its
+    read_files tool once, then answers): <id>.messages.json with <id>.json beside it."""
+    path = CLI / "1796177149015_ra6wq.messages.json"
+    assert detect_format(path) == "cline"
+    result = parse_any(path)
+    assert result.problems == []
+    [s] = result.sessions
+    assert [(m.role, m.kind, m.content) for m in s.messages] == [
+        ("user", "text", "What does app.py do?"),
+        ("assistant", "text", "Let me read the file."),
+        ("assistant", "tool_call", 'read_files(filepath="app.py", path="app.py", file_path="app.py")'),
+        ("tool", "tool_result", "1 | print('hi')"),
+        ("assistant", "text", "app.py prints a greeting: print('hi')."),
+    ]
+    assert (s.session_id, s.title, s.project, s.metadata) == (
+        "cline-1796177149015_ra6wq", "What does app.py do?", "/tmp/clinerepo",
+        {"source_agent": "cline", "model": "gpt-4o-mini"})
+    assert s.messages[3].metadata == {"is_error": False, "tool_name": "read_files", "tool_use_id": "call_1"}
+    assert s.messages[0].created_at.isoformat() == "2026-12-02T02:05:49.224000+00:00"
+    assert (s.started_at.isoformat(), s.ended_at.isoformat()) == ("2026-12-02T02:05:49.020000+00:00",
+                                                                  "2026-12-02T02:05:49.818000+00:00")
+    # the meta file beside it is read with it, not on its own
+    assert [p.name for p in iter_files([CLI])] == [path.name]
+
+
+def test_a_failed_tool_of_clines_cli(tmp_path):
+    (tmp_path / "s1.messages.json").write_text(json.dumps({"sessionId": "s1", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "<user_input mode=\"act\">run it</user_input>"}], "ts": 1},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "run_commands",
+                                           "input": {"commands": ["make"]}}], "ts": 2},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "name": "run_commands",
+                                      "content": [{"query": "make", "result": "make: *** No rule", "success": False},
+                                                  {"query": "make test", "result": "ok", "success": True}]}],
+         "ts": 3}]}))
+    [s] = cline.parse(tmp_path / "s1.messages.json").sessions
+    assert [(m.kind, m.content, m.metadata.get("is_error")) for m in s.messages] == [
+        ("text", "run it", None), ("tool_call", 'run_commands(commands=["make"])', None),
+        ("tool_result", "make:\nmake: *** No rule\nmake test:\nok", True)]
+    assert s.project is None and s.session_id == "cline-s1"

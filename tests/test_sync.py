@@ -242,7 +242,8 @@ def test_sync_without_history_uses_the_agents_folders_or_says_what_to_do(conn, t
         _sync.sync(conn, agent_id="claude-code")
     assert str(exc.value) == (
         "nothing to sync for agent 'claude-code': nothing was indexed before and none of "
-        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp exists; run `pyrecall import PATH` first")
+        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, ~/.cline/data/sessions, ~/.continue/sessions "
+        "exists; run `pyrecall import PATH` first")
 
     projects = tmp_path / ".claude" / "projects" / "-home-dev-app"
     projects.mkdir(parents=True)

@@ -67,7 +67,7 @@ def detect_format(path: str | os.PathLike) -> str | None:
     text = head.replace(b"\x00", b"").decode("utf-8", "replace").lstrip("\ufeff")
     if aider.is_history(text[:4096]):
         return "aider"
-    if cline.is_task_file(path) and text.lstrip().startswith("["):
+    if cline.is_task_file(path) and text.lstrip()[:1] in ("[", "{"):
         return "cline"
     if text.lstrip().startswith("["):
         return _of_document(text)
@@ -169,9 +169,10 @@ def is_passed_over(folder: Path) -> bool:
 
 def is_sidecar(folder: str | os.PathLike, name: str, names) -> bool:
     """Whether a file is read with others of its folder, not on its own: a Cline task's
-    ui_messages.json and task_metadata.json beside its api_conversation_history.json,
-    Continue's list of its sessions (~/.continue/sessions/sessions.json)."""
-    return ((name in cline.SIDECARS and cline.FILE_NAME in names)
+    ui_messages.json and task_metadata.json beside its api_conversation_history.json, the
+    <id>.json beside a Cline CLI session's <id>.messages.json, Continue's list of its sessions
+    (~/.continue/sessions/sessions.json)."""
+    return ((name in cline.SIDECARS and cline.FILE_NAME in names) or cline.is_cli_meta(name, names)
             or continue_dev.is_index(Path(folder, name)))
 
 

@@ -17,6 +17,11 @@ with ``[execute_command for 'pytest'] Result:`` and the tool's output, and ends 
 - ``<environment_details>`` and the task-resumption notices are left out (they repeat in every
   message), but give the project: the workspace folder they name.
 
+Cline's CLI (3.x) keeps a session as ``~/.cline/data/sessions/<id>/<id>.messages.json``: the
+same messages (``tool_use`` and ``tool_result`` blocks, each message's ``ts``; the input as
+``<user_input mode="act">``), beside ``<id>.json``, which gives the working folder, the title and
+the model: read too (:func:`parse` tells them by the name).
+
 The sibling files give what the history lacks: ``ui_messages.json`` the times (the first and
 last message's ``ts``), ``task_metadata.json`` the model. The session is ``<agent>-<task id>``,
 ``source_agent`` the extension's (``cline``, ``roo-code``, ``kilo-code``: from the folder, else
@@ -32,7 +37,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ._read import checked, clean_text, clean_value, parse_time, read_document, render_call, span
+from ._read import (
+    checked,
+    clean_text,
+    clean_value,
+    parse_time,
+    read_document,
+    render_call,
+    span,
+    text_or_none,
+)
 from ._records import Message, ParseResult, Problem, Session
 
 FORMAT = "cline"
@@ -55,16 +69,24 @@ _THINKING = re.compile(r"<thinking>\s*(.*?)\s*</thinking>", re.S)
 _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.S)
 _WORKSPACE = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\) Files")
 _RESULT = re.compile(r"^\[(\w+)(?: for '(.*?)')?\] Result:\s*", re.S)
-_WRAPPED = re.compile(r"<(task|feedback|answer|user_message)>\s*(.*?)\s*</\1>", re.S)
+_WRAPPED = re.compile(r"<(task|feedback|answer|user_message|user_input)(?: [^>]*)?>\s*(.*?)\s*</\1>", re.S)
 _FAILED = "The tool execution failed with the following error:"
 _NOTICES = ("[TASK RESUMPTION]", "[Response interrupted by")
 _TITLE_CHARS = 80
 
 
+CLI_SUFFIX = ".messages.json"     # Cline's CLI: <session id>.messages.json, its <session id>.json beside it
+
+
 def is_task_file(path: str | os.PathLike) -> bool:
     """Whether a file is a Cline / Roo Code task's history (by its name: its content is a list
-    of chat messages as many exports' are)."""
-    return Path(path).name == FILE_NAME
+    of chat messages as many exports' are), or a session of Cline's CLI."""
+    return Path(path).name == FILE_NAME or Path(path).name.endswith(CLI_SUFFIX)
+
+
+def is_cli_meta(name: str, names) -> bool:
+    """Whether a file is the <id>.json beside a Cline CLI session's <id>.messages.json."""
+    return name.endswith(".json") and not name.endswith(CLI_SUFFIX) and name[:-5] + CLI_SUFFIX in names
 
 
 def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
@@ -75,6 +97,8 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     [('user', 'text'), ('assistant', 'thinking'), ('assistant', 'tool_call'), ('tool', 'tool_result')]
     """
     path = checked(path)
+    if path.name.endswith(CLI_SUFFIX):
+        return _parse_cli(path)
     doc, problems, size = read_document(path, depth=2)
     root = doc.value
     if not isinstance(root, list):
@@ -131,7 +155,8 @@ class _Reader:
                 self._call(block["name"], block.get("input"), created, block.get("id"))
             elif kind == "tool_result" and role == "user":
                 self._result(_blocks_text(block.get("content")), created, block.get("tool_use_id"),
-                             block.get("is_error") is True)
+                             block.get("is_error") is True or _failed(block.get("content")),
+                             block.get("name") if isinstance(block.get("name"), str) else None)
             elif kind == "thinking" and role == "assistant" and isinstance(block.get("thinking"), str):
                 self._add("assistant", "thinking", block["thinking"], created)
             elif kind in ("image", "redacted_thinking", "document"):
@@ -211,12 +236,28 @@ class _Reader:
 
 
 def _blocks_text(content: Any) -> str:
+    """A tool result's text: its text blocks, or (Cline's CLI) each item's result, after the
+    query it answers when there are several."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "\n".join(b["text"] for b in content
-                         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-    return ""
+    if not isinstance(content, list):
+        return ""
+    out = []
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            out.append(b["text"])
+        elif isinstance(b.get("result"), str):
+            query = b.get("query") if isinstance(b.get("query"), str) and len(content) > 1 else None
+            out.append(f"{query}:\n{b['result']}" if query else b["result"])
+        elif isinstance(b.get("error"), str):
+            out.append(b["error"])
+    return "\n".join(out)
+
+
+def _failed(content: Any) -> bool:
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("success") is False for b in content)
 
 
 def _sidecars(task: Path, session: Session, problems: list[Problem]) -> None:
@@ -241,3 +282,47 @@ def _sidecars(task: Path, session: Session, problems: list[Problem]) -> None:
     if first is None and re.fullmatch(r"\d{13}", task.name):
         first = parse_time(int(task.name))[0]
     session.started_at, session.ended_at = first, last
+
+
+def _parse_cli(path: Path) -> ParseResult:
+    """A session of Cline's CLI: <id>.messages.json, and <id>.json beside it."""
+    doc, problems, size = read_document(path, depth=3)
+    root = doc.value
+    messages = root.get("messages") if isinstance(root, dict) else None
+    if not isinstance(messages, list):
+        if root is not None:
+            problems.append(Problem(str(path), 1, "not a Cline session: no list of messages"))
+        return ParseResult([], problems, FORMAT, size)
+    sid = text_or_none(root.get("sessionId")) or path.name.removesuffix(CLI_SUFFIX)
+    session = Session(f"cline-{sid}", metadata={"source_agent": "cline"})
+    reader = _Reader(str(path), problems)
+    for i, m in enumerate(messages):
+        line = doc.line(m)
+        if not isinstance(m, dict):
+            problems.append(Problem(str(path), line, f"messages[{i}]: not a message"))
+            continue
+        if not doc.complete(m):
+            continue
+        try:
+            reader.message(m, i, line)
+        except RecursionError:
+            problems.append(Problem(str(path), line, f"messages[{i}]: nested too deeply"))
+    session.messages, session.title = reader.out, reader.title
+    meta_path = path.with_name(path.name.removesuffix(CLI_SUFFIX) + ".json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        meta = {}
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        problems.append(Problem(str(meta_path), None, f"not read ({type(exc).__name__})"))
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    session.project = text_or_none(meta.get("workspace_root")) or text_or_none(meta.get("cwd")) or reader.project
+    extra = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    session.title = text_or_none(extra.get("title")) or session.title
+    if model := text_or_none(meta.get("model")):
+        session.metadata["model"] = model
+    first, last = span([m.created_at for m in session.messages])
+    session.started_at = parse_time(meta.get("started_at"))[0] or first
+    session.ended_at = parse_time(meta.get("ended_at"))[0] or last
+    return ParseResult([session] if session.messages else [], problems, FORMAT, size)
