@@ -101,8 +101,17 @@ def _resolved(path: str) -> str:
     return os.path.normpath(os.path.abspath(os.path.expanduser(path)))
 
 
+def unread_folders(defaults: list[Path], remembered: list[Path]) -> list[Path]:
+    """The coding agents' own folders that exist but that no import or sync of this agent reads
+    (``pyrecall sync`` reads them on its first run only: a folder made later is not found)."""
+    def under(p: Path, root: Path) -> bool:
+        return p == root or root in p.parents
+    return [d for d in defaults if d.is_dir() and not any(under(d, r) for r in remembered)]
+
+
 def next_steps(st: dict | None, *, pending_migrations: int, model: str,
-               wired: list[Wiring], elsewhere: list[tuple[str, str]]) -> list[str]:
+               wired: list[Wiring], elsewhere: list[tuple[str, str]],
+               unread: list[Path] = ()) -> list[str]:
     """What to do next, most urgent first, each a command to run or a fact to know.
 
     >>> next_steps({"sessions": 0, "pending": 0, "failing": 0, "models": {}, "file_problems": 0,
@@ -139,6 +148,9 @@ def next_steps(st: dict | None, *, pending_migrations: int, model: str,
                      "repaired lines): `pyrecall import --full PATH` lists them again")
     if st["vector_path"].startswith("exact (large"):
         steps.append("the agent is past the exact scan's size with no vector index: `pyrecall dba index`")
+    for folder in unread:
+        steps.append(f"{folder} holds sessions no sync of this agent reads: `pyrecall import {folder}` "
+                     "(then `pyrecall sync` keeps up with it)")
     if st["sessions"] and not any(w.hooks or w.mcp for w in wired):
         steps.append("no coding agent calls pyrecall yet: the SessionStart hook or `pyrecall mcp` (README)")
     for agent, d in elsewhere:

@@ -1174,6 +1174,9 @@ def status(agent, as_json, dsn):
             st = r.status(agent)
         except psycopg.errors.UndefinedFunction:    # a schema older than recall.agent_status
             st = None
+        from . import _sync
+        remembered = _sync.sync_roots(r.conn, agent)
+        unread = _status.unread_folders(_sync.default_roots(), remembered) if remembered else []
     finally:
         r.close()
     model = _config.embed_model()
@@ -1183,7 +1186,8 @@ def status(agent, as_json, dsn):
     wired = _status.wiring()
     from_env = dsn or _config.dsn_from_env()
     elsewhere = _status.other_memories(wired, _config.data_dir(), from_env)
-    steps = _status.next_steps(st, pending_migrations=pending, model=model, wired=wired, elsewhere=elsewhere)
+    steps = _status.next_steps(st, pending_migrations=pending, model=model, wired=wired, elsewhere=elsewhere,
+                               unread=unread)
     url = _db.as_url(from_env) if from_env else _db.as_url(_db.resolve_dsn(), port=_db.embedded_port())
     url = re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)   # no password on the screen
     if as_json:

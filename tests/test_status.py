@@ -176,3 +176,14 @@ def test_docstring_examples():
     import doctest
     result = doctest.testmod(_status)
     assert result.failed == 0 and result.attempted >= 2
+
+
+def test_the_agents_folders_no_sync_reads(tmp_path):
+    codex, cline_dir, gemini = tmp_path / ".codex" / "sessions", tmp_path / ".cline" / "data" / "sessions", tmp_path / ".gemini" / "tmp"
+    codex.mkdir(parents=True)
+    cline_dir.mkdir(parents=True)
+    # ~/.codex (a parent) is read, ~/.cline's sessions are not, ~/.gemini/tmp does not exist
+    assert _status.unread_folders([codex, cline_dir, gemini], [tmp_path / ".codex", tmp_path / "notes.jsonl"]) == [cline_dir]
+    steps = _status.next_steps(BASE, pending_migrations=0, model=MINILM, wired=WIRED, elsewhere=[], unread=[cline_dir])
+    assert steps == [f"{cline_dir} holds sessions no sync of this agent reads: `pyrecall import {cline_dir}` "
+                     "(then `pyrecall sync` keeps up with it)"]
