@@ -109,17 +109,7 @@ def parse(path: str | os.PathLike, *, start_offset: int = 0) -> ParseResult:
     agent = next((v for k, v in EXTENSIONS.items() if k in task.parts), "cline")
     session = Session(f"{agent}-{task.name}", metadata={"source_agent": agent})
     reader = _Reader(str(path), problems)
-    for i, m in enumerate(root):
-        line = doc.line(m)
-        if not isinstance(m, dict):
-            problems.append(Problem(str(path), line, f"messages[{i}]: not a message"))
-            continue
-        if not doc.complete(m):
-            continue  # cut off by the damage the document error reports
-        try:
-            reader.message(m, i, line)
-        except RecursionError:
-            problems.append(Problem(str(path), line, f"messages[{i}]: nested too deeply"))
+    reader.read(doc, root)
     session.messages = reader.out
     session.project = reader.project
     session.title = reader.title
@@ -135,6 +125,20 @@ class _Reader:
         self.title: str | None = None
         self.calls: dict[str, str] = {}     # tool_use id -> tool name
         self._pending: tuple[str, str] | None = None   # a "[tool] Result:" line whose output follows
+
+    def read(self, doc, messages: list) -> None:
+        """Every message of the document's list, a broken one reported."""
+        for i, m in enumerate(messages):
+            line = doc.line(m)
+            if not isinstance(m, dict):
+                self.problems.append(Problem(self.path, line, f"messages[{i}]: not a message"))
+                continue
+            if not doc.complete(m):
+                continue  # cut off by the damage the document error reports
+            try:
+                self.message(m, i, line)
+            except RecursionError:
+                self.problems.append(Problem(self.path, line, f"messages[{i}]: nested too deeply"))
 
     def message(self, m: dict, i: int, line: int | None) -> None:
         role = m.get("role")
@@ -296,17 +300,7 @@ def _parse_cli(path: Path) -> ParseResult:
     sid = text_or_none(root.get("sessionId")) or path.name.removesuffix(CLI_SUFFIX)
     session = Session(f"cline-{sid}", metadata={"source_agent": "cline"})
     reader = _Reader(str(path), problems)
-    for i, m in enumerate(messages):
-        line = doc.line(m)
-        if not isinstance(m, dict):
-            problems.append(Problem(str(path), line, f"messages[{i}]: not a message"))
-            continue
-        if not doc.complete(m):
-            continue
-        try:
-            reader.message(m, i, line)
-        except RecursionError:
-            problems.append(Problem(str(path), line, f"messages[{i}]: nested too deeply"))
+    reader.read(doc, messages)
     session.messages, session.title = reader.out, reader.title
     meta_path = path.with_name(path.name.removesuffix(CLI_SUFFIX) + ".json")
     try:
