@@ -520,7 +520,7 @@ def build_server(backend: Backend) -> RecallServer:
         project: Annotated[str | None, Field(description="Only this project (as recorded).")] = None,
         source_agent: Annotated[str | None, Field(description="Only sessions written by this coding "
                                                   "agent or chat app: claude-code, codex, gemini, "
-                                                  "aider, cline, roo-code, continue, chatgpt, "
+                                                  "aider, cline, roo-code, continue, opencode, chatgpt, "
                                                   "claude-ai.")] = None,
         since: Annotated[str | None, Field(description="Only since then: 7d, 12h, 2w, or a "
                                            "date like 2026-01-01.")] = None,
@@ -575,7 +575,7 @@ def build_server(backend: Backend) -> RecallServer:
         project: Annotated[str | None, Field(description="Only this project.")] = None,
         source_agent: Annotated[str | None, Field(description="Only those written by this coding "
                                                   "agent or chat app: claude-code, codex, gemini, "
-                                                  "aider, cline, roo-code, continue, chatgpt, "
+                                                  "aider, cline, roo-code, continue, opencode, chatgpt, "
                                                   "claude-ai.")] = None,
     ) -> Annotated[CallToolResult, SessionsOut]:
         """This agent's recent sessions, newest first, with their titles."""

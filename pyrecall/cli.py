@@ -537,7 +537,7 @@ def migrate_status(dsn):
               f"and only what is at least --min-similarity {PROMPT_MIN_SIMILARITY} like it).")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, aider, cline, roo-code, continue, chatgpt, claude-ai (as the importers record it in the session metadata).")
+                   "gemini, aider, cline, roo-code, continue, opencode, chatgpt, claude-ai (as the importers record it in the session metadata).")
 @click.option("--kind", "kinds", multiple=True,
               type=click.Choice(["turn_pair", "window", "thinking", "code", "tool", "message", "summary",
                                  "memory"]),
@@ -823,10 +823,12 @@ def _print_sync_summary(report, agent: str, max_problems: int = 20) -> None:
 @handle_errors
 def import_(paths, agent, full, as_json, dsn):
     """Import transcripts: files, .zip archives, or folders searched recursively for
-    .jsonl/.json files and aider chat histories (.aider.chat.history.md).
+    .jsonl/.json files, aider chat histories (.aider.chat.history.md) and OpenCode's database
+    (opencode.db).
 
     The format of each file is detected (Claude Code, Codex CLI, Gemini CLI, aider, Cline (its
-    CLI, and the Cline and Roo Code extensions' tasks), Continue sessions, generic JSONL, OpenAI chat, Discord export, ChatGPT and
+    CLI, and the Cline and Roo Code extensions' tasks), Continue sessions, OpenCode's database,
+    generic JSONL, OpenAI chat, Discord export, ChatGPT and
     Claude.ai data exports); the agent or app that
     wrote a session is kept as its source_agent (`pyrecall recall --source-agent codex`).
     Importing again adds nothing; a bad
@@ -1237,7 +1239,7 @@ def status(agent, as_json, dsn):
 @click.option("--since", type=SINCE, default=None, help="Only sessions active since: 7d, 2026-01-01.")
 @click.option("--source-agent", default=None, metavar="NAME",
               help="Only sessions written by this coding agent or chat app: claude-code, codex, "
-                   "gemini, aider, cline, roo-code, continue, chatgpt, claude-ai.")
+                   "gemini, aider, cline, roo-code, continue, opencode, chatgpt, claude-ai.")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @json_option
 @dsn_option

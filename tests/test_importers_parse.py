@@ -36,6 +36,7 @@ from pyrecall.importers import (
     iter_files,
     jsonl,
     openai_chat,
+    opencode,
     parse_any,
 )
 from pyrecall.importers._read import clean_text, derived_session_id
@@ -55,6 +56,7 @@ GEMINI_DOC = FIX / "gemini" / "session-2026-02-20T09-30-3b5d0f11.json"
 AIDER = FIX / "aider" / ".aider.chat.history.md"
 CLINE = FIX / "cline" / "tasks" / "1767000000000" / "api_conversation_history.json"
 CONTINUE = FIX / "continue" / "sessions" / "4f6a2c1e-8b3d-4e5f-9a0b-1c2d3e4f5a6b.json"
+OPENCODE = FIX / "opencode" / "opencode.db"
 GEMINI_HASH = "cbc1724e5616b7a13f2163e3410b4960725caa39cc1906504f65cd93d2470e48"
 
 
@@ -438,7 +440,7 @@ def test_example_sessions():
     assert starts[0].year == 2026 and (starts[-1] - starts[0]).days >= 10
 
 
-@pytest.mark.parametrize("module", ["_read", "aider", "cline", "continue_dev", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
+@pytest.mark.parametrize("module", ["_read", "aider", "cline", "continue_dev", "opencode", "claude_code", "codex", "gemini", "jsonl", "openai_chat",
                                     "discord", "chat_archives",
                                     "_detect", "__init__"])
 def test_docstring_examples(module, monkeypatch):
@@ -977,7 +979,7 @@ def test_detect_format(tmp_path, name, filename, content, fmt):
     (b"", "{}: empty file"),
     (b"hello", "{}: not a recognised transcript format "
               "(claude_code, codex, gemini, gemini_json, jsonl, openai_chat, discord, chatgpt, claude_ai, aider, "
-              "cline, continue)"),
+              "cline, continue, opencode)"),
 ])
 def test_parse_any_refuses(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
@@ -1306,6 +1308,8 @@ def test_fuzz_mutated_files(data):
     sample = data.draw(mutated(CONTINUE.read_bytes()))
     check(parse_bytes(continue_dev, sample, "s.json"), sample, exact=False)
     detect_format_safely(sample)
+    sample = data.draw(mutated(OPENCODE.read_bytes()))
+    check(parse_bytes(opencode, sample, opencode.FILE_NAME), sample, exact=False)
     for parser, path in [(openai_chat, OPENAI), (discord, DISCORD)]:
         sample = data.draw(mutated(path.read_bytes()))
         check(parse_bytes(parser, sample, "d.json"), sample, exact=False)

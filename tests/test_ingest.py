@@ -124,11 +124,11 @@ def test_reimport_adds_nothing(conn):
     again = _sync.index(conn, [IMPORTERS], agent_id="claude-code", full=True)
 
     # 12 Claude Code, 12 Codex, 15 + 5 Gemini CLI, 7 JSONL, 5 OpenAI chat, 4 Discord, 9 ChatGPT,
-    # 8 Claude.ai, 13 aider, 15 + 5 Cline and 7 + 5 Continue messages (Continue's sessions.json,
-    # outside ~/.continue/sessions, is a file of its own: no transcript)
-    assert first.inserted == 122 and first.count("new") == 14 and first.count("not-transcript") == 2
-    assert again.count("reread") == 14
-    assert (again.messages, again.inserted) == (122, 0)
+    # 8 Claude.ai, 13 aider, 15 + 5 Cline, 7 + 5 Continue and 5 OpenCode messages (Continue's
+    # sessions.json, outside ~/.continue/sessions, is a file of its own: no transcript)
+    assert first.inserted == 127 and first.count("new") == 15 and first.count("not-transcript") == 2
+    assert again.count("reread") == 15
+    assert (again.messages, again.inserted) == (127, 0)
     assert db_state(conn) == before
     assert conn.execute("select array_agg(chunk_id order by chunk_id) from recall.chunks").fetchone() == chunk_ids
 

@@ -19,6 +19,7 @@ from . import (
     gemini,
     jsonl,
     openai_chat,
+    opencode,
 )
 from ._detect import FORMATS, PARSERS, STREAMING, detect_format, iter_files, parse_any
 from ._records import KINDS, ROLES, Message, ParseResult, Problem, Session
@@ -45,5 +46,6 @@ __all__ = [
     "iter_files",
     "jsonl",
     "openai_chat",
+    "opencode",
     "parse_any",
 ]

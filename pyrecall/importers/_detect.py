@@ -19,6 +19,7 @@ from . import (
     gemini,
     jsonl,
     openai_chat,
+    opencode,
 )
 from ._read import JsonDoc, checked
 from ._records import ParseResult
@@ -36,6 +37,7 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
     "aider": aider.parse,
     "cline": cline.parse,
     "continue": continue_dev.parse,
+    "opencode": opencode.parse,
 }
 # the parsers that give their sessions as the file is read (ParseResult.session_stream): what
 # `pyrecall import` uses for these formats, whose files can be gigabytes
@@ -46,7 +48,7 @@ STREAMING: dict[str, Callable[..., ParseResult]] = {
 }
 FORMATS = tuple(PARSERS)
 SUFFIXES = (".jsonl", ".json")
-NAMES = (aider.FILE_NAME,)  # files a folder holds under a name of their own, not by suffix
+NAMES = (aider.FILE_NAME, opencode.FILE_NAME)  # files a folder holds under a name of their own, not by suffix
 _HEAD = 1 << 20  # enough to see the first lines, or the keys before a document's messages
 _SNIFF_LINES = 50
 
@@ -64,6 +66,8 @@ def detect_format(path: str | os.PathLike) -> str | None:
             whole = not f.read(1)
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    if opencode.is_database(path, head):
+        return "opencode"
     text = head.replace(b"\x00", b"").decode("utf-8", "replace").lstrip("\ufeff")
     if aider.is_history(text[:4096]):
         return "aider"
@@ -171,14 +175,15 @@ def is_sidecar(folder: str | os.PathLike, name: str, names) -> bool:
     """Whether a file is read with others of its folder, not on its own: a Cline task's
     ui_messages.json and task_metadata.json beside its api_conversation_history.json, the
     <id>.json beside a Cline CLI session's <id>.messages.json, Continue's list of its sessions
-    (~/.continue/sessions/sessions.json)."""
+    (~/.continue/sessions/sessions.json), SQLite's -wal and -shm beside OpenCode's database."""
     return ((name in cline.SIDECARS and cline.FILE_NAME in names) or cline.is_cli_meta(name, names)
-            or continue_dev.is_index(Path(folder, name)))
+            or continue_dev.is_index(Path(folder, name))
+            or (name in opencode.SIDECARS and opencode.FILE_NAME in names))
 
 
 def is_transcript_name(name: str) -> bool:
-    """Whether a file met in a folder may be a transcript: a .jsonl/.json file, or an aider chat
-    history (``.aider.chat.history.md``).
+    """Whether a file met in a folder may be a transcript: a .jsonl/.json file, an aider chat
+    history (``.aider.chat.history.md``) or OpenCode's database (``opencode.db``).
 
     >>> is_transcript_name("rollout-1.jsonl"), is_transcript_name(".aider.chat.history.md")
     (True, True)
