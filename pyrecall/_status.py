@@ -106,7 +106,7 @@ def unread_folders(defaults: list[Path], remembered: list[Path]) -> list[Path]:
     (``pyrecall sync`` reads them on its first run only: a folder made later is not found)."""
     def under(p: Path, root: Path) -> bool:
         return p == root or root in p.parents
-    return [d for d in defaults if d.is_dir() and not any(under(d, r) for r in remembered)]
+    return [d for d in defaults if d.exists() and not any(under(d, r) for r in remembered)]
 
 
 def next_steps(st: dict | None, *, pending_migrations: int, model: str,
@@ -149,7 +149,7 @@ def next_steps(st: dict | None, *, pending_migrations: int, model: str,
     if st["vector_path"].startswith("exact (large"):
         steps.append("the agent is past the exact scan's size with no vector index: `pyrecall dba index`")
     for folder in unread:
-        steps.append(f"{folder} holds sessions no sync of this agent reads: `pyrecall import {folder}` "
+        steps.append(f"{folder} holds sessions no sync of this agent reads: `pyrecall import '{folder}'` "
                      "(then `pyrecall sync` keeps up with it)")
     if st["sessions"] and not any(w.hooks or w.mcp for w in wired):
         steps.append("no coding agent calls pyrecall yet: the SessionStart hook or `pyrecall mcp` (README)")

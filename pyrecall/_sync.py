@@ -51,15 +51,23 @@ UNKNOWN = "unknown"                       # a file that is no transcript (not re
 
 
 # where each coding agent keeps its sessions: Claude Code, Codex CLI, Gemini CLI, Cline's CLI,
-# Continue (its CLI and its editor extensions)
+# Continue (its CLI and its editor extensions), OpenCode (one database file)
 DEFAULT_ROOTS = ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp", "~/.cline/data/sessions",
-                 "~/.continue/sessions")
+                 "~/.continue/sessions", "~/.local/share/opencode/opencode.db")
+# the VS Code extensions' tasks (Cline, Roo Code, Kilo Code), in each editor's storage (VS Code and
+# its forks), on Linux and on macOS
+EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
+EDITOR_HOMES = ("~/.config", "~/Library/Application Support")
+EXTENSIONS = ("saoudrizwan.claude-dev", "rooveterinaryinc.roo-cline", "kilocode.kilo-code")
 
 
 def default_roots() -> list[Path]:
-    """Where Claude Code, Codex CLI, Gemini CLI, Cline's CLI and Continue keep their sessions
-    (existing or not)."""
-    return [Path(p).expanduser() for p in DEFAULT_ROOTS]
+    """Where Claude Code, Codex CLI, Gemini CLI, Cline (its CLI, and the Cline, Roo Code and Kilo
+    Code extensions of VS Code and its forks), Continue and OpenCode keep their sessions (existing
+    or not)."""
+    tasks = [f"{home}/{editor}/User/globalStorage/{ext}/tasks"
+             for home in EDITOR_HOMES for editor in EDITORS for ext in EXTENSIONS]
+    return [Path(p).expanduser() for p in (*DEFAULT_ROOTS, *tasks)]
 
 
 @dataclass
@@ -222,8 +230,9 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
 
     Without ``paths``: the folders and files indexed before by this agent, or else those of
     :func:`default_roots` that exist (``~/.claude/projects``, ``~/.codex/sessions``,
-    ``~/.gemini/tmp``, ``~/.cline/data/sessions``, ``~/.continue/sessions``). Remembered files that
-    are gone are forgotten (their memories stay).
+    ``~/.gemini/tmp``, ``~/.cline/data/sessions``, ``~/.continue/sessions``, OpenCode's database, the
+    editor extensions' task folders). Remembered files that are gone are forgotten (their memories
+    stay).
 
     >>> sync(conn, agent_id="claude-code").count("appended")  # doctest: +SKIP
     1
@@ -233,11 +242,11 @@ def sync(conn: psycopg.Connection, paths: Iterable[str | os.PathLike] | None = N
         return index(conn, paths, agent_id=agent_id, progress=progress, on_start=on_start)
     roots = sync_roots(conn, agent_id)
     if not roots:
-        roots = [r for r in default_roots() if r.is_dir()]
+        roots = [r for r in default_roots() if r.exists()]
         if not roots:
             raise ConfigError(f"nothing to sync for agent {agent_id!r}: nothing was indexed "
-                              f"before and none of {', '.join(DEFAULT_ROOTS)} exists; "
-                              "run `pyrecall import PATH` first")
+                              f"before and none of {', '.join(DEFAULT_ROOTS)} (nor an editor "
+                              "extension's tasks) exists; run `pyrecall import PATH` first")
     present = [r for r in roots if r.exists()]
     report = _run(conn, present, agent_id=agent_id, full=False, progress=progress,
                   on_start=on_start)

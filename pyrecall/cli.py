@@ -866,10 +866,11 @@ def sync(paths, agent, as_json, dsn):
     """Import only what changed since the last run: new files, lines appended to a growing
     transcript (read from where the last run stopped), rewritten files.
 
-    Without PATHS: the folders and files indexed before by this agent, else where Claude
-    Code, Codex CLI, Gemini CLI, Cline's CLI and Continue keep their sessions
-    (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, ~/.cline/data/sessions,
-    ~/.continue/sessions: those that exist).
+    Without PATHS: the folders and files indexed before by this agent, else where the coding
+    agents keep their sessions (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp,
+    ~/.cline/data/sessions, ~/.continue/sessions, ~/.local/share/opencode/opencode.db, and the
+    Cline, Roo Code and Kilo Code extensions' tasks in VS Code's, VSCodium's, Cursor's and
+    Windsurf's storage: those that exist).
 
     \b
     Example:

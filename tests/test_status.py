@@ -185,5 +185,5 @@ def test_the_agents_folders_no_sync_reads(tmp_path):
     # ~/.codex (a parent) is read, ~/.cline's sessions are not, ~/.gemini/tmp does not exist
     assert _status.unread_folders([codex, cline_dir, gemini], [tmp_path / ".codex", tmp_path / "notes.jsonl"]) == [cline_dir]
     steps = _status.next_steps(BASE, pending_migrations=0, model=MINILM, wired=WIRED, elsewhere=[], unread=[cline_dir])
-    assert steps == [f"{cline_dir} holds sessions no sync of this agent reads: `pyrecall import {cline_dir}` "
+    assert steps == [f"{cline_dir} holds sessions no sync of this agent reads: `pyrecall import '{cline_dir}'` "
                      "(then `pyrecall sync` keeps up with it)"]

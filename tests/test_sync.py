@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -242,8 +243,9 @@ def test_sync_without_history_uses_the_agents_folders_or_says_what_to_do(conn, t
         _sync.sync(conn, agent_id="claude-code")
     assert str(exc.value) == (
         "nothing to sync for agent 'claude-code': nothing was indexed before and none of "
-        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, ~/.cline/data/sessions, ~/.continue/sessions "
-        "exists; run `pyrecall import PATH` first")
+        "~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, ~/.cline/data/sessions, ~/.continue/sessions, "
+        "~/.local/share/opencode/opencode.db (nor an editor extension's tasks) exists; run `pyrecall import "
+        "PATH` first")
 
     projects = tmp_path / ".claude" / "projects" / "-home-dev-app"
     projects.mkdir(parents=True)
@@ -487,3 +489,19 @@ def test_a_streamed_file_keeps_the_planners_statistics_up(conn, tmp_path, monkey
     # before the 2nd, 4th and 8th batch (what the file added since exceeded the table), counting
     # the file's rows, not yet committed
     assert analyzed == [(10, 10), (30, 30), (70, 70)]
+
+
+def test_the_first_sync_finds_opencode_and_the_editor_extensions_tasks(conn, tmp_path, monkeypatch):
+    """OpenCode's database (a file) and a Cline task in Cursor's storage, with nothing else."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    share = tmp_path / ".local" / "share" / "opencode"
+    share.mkdir(parents=True)
+    shutil.copy(HERE / "fixtures" / "importers" / "opencode" / "opencode.db", share / "opencode.db")
+    tasks = tmp_path / ".config" / "Cursor" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "tasks"
+    shutil.copytree(HERE / "fixtures" / "importers" / "cline" / "tasks", tasks)
+    report = _sync.sync(conn, agent_id="claude-code")
+    assert sorted((r.format, r.status) for r in report.files) == [("cline", "new"), ("opencode", "new")]
+    assert report.inserted == 15 + 5
+    # both remembered: the next sync reads them again, nothing new
+    assert [(r.status, r.inserted) for r in _sync.sync(conn, agent_id="claude-code").files] == [
+        ("unchanged", 0), ("unchanged", 0)]
