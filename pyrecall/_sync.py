@@ -36,7 +36,7 @@ from psycopg.types.json import Jsonb
 from . import _db, _ingest
 from ._errors import ConfigError, ImportFormatError, PyrecallError, one_line
 from .importers import PARSERS, STREAMING, detect_format, jsonl
-from .importers._detect import SUFFIXES, is_passed_over, is_sidecar, is_transcript_name
+from .importers._detect import SUFFIXES, walk_folder
 from .importers._records import Problem, Session
 
 HEAD_BYTES = 64 * 1024
@@ -325,17 +325,7 @@ def _walk(roots: list[Path], ignored: list[Path], passed_over: list[Path]):
         if root.is_file():
             yield root
         elif root.is_dir():
-            for folder, dirs, names in os.walk(root):
-                skip = [d for d in dirs if is_passed_over(Path(folder, d))]
-                passed_over.extend(Path(folder, d) for d in skip if not d.startswith("."))
-                dirs[:] = sorted(d for d in dirs if d not in skip)
-                for name in sorted(names):
-                    if is_sidecar(folder, name, names):
-                        continue                  # read with the file it belongs to
-                    if is_transcript_name(name):
-                        yield Path(folder, name)
-                    else:
-                        ignored.append(Path(folder, name))
+            yield from walk_folder(root, ignored, passed_over)
 
 
 def _known(conn: psycopg.Connection, agent_id: str) -> dict[str, tuple]:

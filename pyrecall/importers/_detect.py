@@ -191,13 +191,30 @@ def is_transcript_name(name: str) -> bool:
     return name.lower().endswith(SUFFIXES) or name in NAMES
 
 
+def walk_folder(folder: Path, ignored: list[Path] | None = None,
+                passed_over: list[Path] | None = None) -> Iterator[Path]:
+    """The files under a folder that may be transcripts, in sorted order: hidden folders
+    (``.git``, ...) and those of dependencies, virtual environments and caches
+    (:func:`is_passed_over`) are not entered (the latter added to ``passed_over``), a file read
+    with another (:func:`is_sidecar`) is skipped, the others go to ``ignored``; symbolic links to
+    folders are not followed."""
+    for root, dirs, names in os.walk(folder):
+        skip = [d for d in dirs if is_passed_over(Path(root, d))]
+        if passed_over is not None:
+            passed_over.extend(Path(root, d) for d in skip if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in sorted(names):
+            if is_sidecar(root, name, names):
+                continue                  # read with the file it belongs to
+            if is_transcript_name(name):
+                yield Path(root, name)
+            elif ignored is not None:
+                ignored.append(Path(root, name))
+
+
 def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
     """The files named, and the .jsonl/.json files and aider chat histories under the folders
-    named, in sorted order.
-
-    Hidden folders inside the folders named (``.git``, ...), folders of dependencies, virtual
-    environments and caches (:func:`is_passed_over`) are not entered; symbolic links to folders
-    are not followed.
+    named, in sorted order (:func:`walk_folder`).
 
     >>> [p.name for p in iter_files(["examples/sessions"])][:1]
     ['10b1d23c-c2b6-582e-a56c-8d4c39482bb3.jsonl']
@@ -206,10 +223,6 @@ def iter_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
         if path.is_file():
             yield path
         elif path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not is_passed_over(Path(root, d)))
-                for name in sorted(files):
-                    if is_transcript_name(name) and not is_sidecar(root, name, files):
-                        yield Path(root, name)
+            yield from walk_folder(path)
         else:
             raise ImportFormatError(f"{path}: no such file or folder")
